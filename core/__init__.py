@@ -1,0 +1,1 @@
+"""What every package shares: the named-query loader and the domain map."""

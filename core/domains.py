@@ -1,0 +1,179 @@
+"""The domain map: which mission domains each track may be served, and how each domain behaves.
+
+Loaded and validated once at start-up. A fault stops start-up with a message that names the
+file, the entry and what is wrong, so an operator can fix the map without reading code.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import msgspec
+import yaml
+
+Kind = Literal["technical", "non_technical"]
+Language = Literal["python", "javascript", "sql", "none"]
+Review = Literal["human", "proof"]
+SabotagePolicy = Literal["all", "at_least_one"]
+
+DEFAULT_RETIRE_AFTER: dict[str, int] = {"technical": 100, "non_technical": 50}
+
+
+class DomainMapError(ValueError):
+    """The domain map cannot be used; the message says where and why."""
+
+
+class Domain(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    kind: Kind
+    language: Language
+    target: int
+    retire_after: int
+    review: Review = "human"
+    sabotage_must_fail: SabotagePolicy = "all"
+
+
+class DomainMap(msgspec.Struct, frozen=True):
+    tracks: dict[str, tuple[str, ...]]
+    domains: dict[str, Domain]
+
+    def domains_for(self, track: str) -> tuple[Domain, ...]:
+        return tuple(self.domains[name] for name in self.tracks[track])
+
+
+_DOMAIN_KEYS: dict[str, str] = {
+    "kind": "technical | non_technical",
+    "language": "python | javascript | sql | none",
+    "target": "a whole number of approved missions to keep ready (0 or more)",
+    "retire_after": "a positive whole number of serves",
+    "review": "human | proof",
+    "sabotage_must_fail": "all | at_least_one",
+}
+
+
+def load(path: Path) -> DomainMap:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise DomainMapError(f"{path}: cannot read the domain map ({error.strerror})") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise DomainMapError(f"{path}: not valid YAML: {error}") from None
+    return parse(document, str(path))
+
+
+def parse(document: object, source: str) -> DomainMap:
+    top = _mapping(document, source, "the document")
+    _no_unknown_keys(top, {"tracks": "", "domains": ""}, source, "the document")
+    raw_domains = _mapping(top.get("domains"), source, "domains")
+    raw_tracks = _mapping(top.get("tracks"), source, "tracks")
+    if not raw_domains:
+        raise DomainMapError(f"{source}: domains: define at least one domain")
+    if not raw_tracks:
+        raise DomainMapError(f"{source}: tracks: define at least one track")
+    domains = {str(name): _domain(str(name), raw, source) for name, raw in raw_domains.items()}
+    tracks = {
+        str(track): _track(str(track), names, domains, source)
+        for track, names in raw_tracks.items()
+    }
+    return DomainMap(tracks=tracks, domains=domains)
+
+
+def _domain(name: str, raw: object, source: str) -> Domain:
+    where = f"domains.{name}"
+    entry = _mapping(raw, source, where)
+    _no_unknown_keys(entry, _DOMAIN_KEYS, source, where)
+    kind = _choice(entry, "kind", Kind, source, where, default=None)
+    language = _choice(entry, "language", Language, source, where, default=None)
+    review = _choice(entry, "review", Review, source, where, default="human")
+    target = _whole_number(entry, "target", source, where, default=None, minimum=0)
+    retire_after = _whole_number(
+        entry, "retire_after", source, where, default=DEFAULT_RETIRE_AFTER[kind], minimum=1
+    )
+    if review == "proof" and (kind != "technical" or language == "none"):
+        raise DomainMapError(
+            f"{source}: {where}.review: 'proof' needs a technical domain with code to run, "
+            f"got kind {kind!r} and language {language!r}; use review: human"
+        )
+    return Domain(
+        name=name,
+        kind=kind,
+        language=language,
+        target=target,
+        retire_after=retire_after,
+        review=review,
+        sabotage_must_fail=_choice(
+            entry, "sabotage_must_fail", SabotagePolicy, source, where, default="all"
+        ),
+    )
+
+
+def _track(
+    track: str, names: object, domains: Mapping[str, Domain], source: str
+) -> tuple[str, ...]:
+    where = f"tracks.{track}"
+    if not isinstance(names, list) or not names:
+        raise DomainMapError(f"{source}: {where}: expected a list of domain names, got {names!r}")
+    for name in names:
+        if name not in domains:
+            raise DomainMapError(
+                f"{source}: {where} names domain {name!r}, which is not defined under domains"
+                f"{_did_you_mean(str(name), domains)}"
+            )
+    return tuple(str(name) for name in names)
+
+
+def _mapping(value: object, source: str, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DomainMapError(f"{source}: {where}: expected a mapping, got {value!r}")
+    return value
+
+
+def _no_unknown_keys(
+    entry: Mapping[str, Any], known: Mapping[str, str], source: str, where: str
+) -> None:
+    for key in entry:
+        if key not in known:
+            raise DomainMapError(
+                f"{source}: {where}: unknown key {key!r}{_did_you_mean(str(key), known)}; "
+                f"known keys: {', '.join(known)}"
+            )
+
+
+def _choice(
+    entry: Mapping[str, Any], key: str, choices: Any, source: str, where: str, default: str | None
+) -> Any:
+    allowed = get_args(choices)
+    value = entry.get(key, default)
+    if value is None:
+        raise DomainMapError(
+            f"{source}: {where}.{key}: missing; expected one of {' | '.join(allowed)}"
+        )
+    if value not in allowed:
+        raise DomainMapError(
+            f"{source}: {where}.{key}: expected one of {' | '.join(allowed)}, got {value!r}"
+            f"{_did_you_mean(str(value), allowed)}"
+        )
+    return value
+
+
+def _whole_number(
+    entry: Mapping[str, Any], key: str, source: str, where: str, default: int | None, minimum: int
+) -> int:
+    value = entry.get(key, default)
+    if value is None:
+        raise DomainMapError(f"{source}: {where}.{key}: missing; expected {_DOMAIN_KEYS[key]}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise DomainMapError(
+            f"{source}: {where}.{key}: expected {_DOMAIN_KEYS[key]}, got {value!r}"
+        )
+    return value
+
+
+def _did_you_mean(word: str, candidates: Any) -> str:
+    close = difflib.get_close_matches(word, [str(c) for c in candidates], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

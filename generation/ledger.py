@@ -1,0 +1,92 @@
+"""The spend ledger: every model call is a row under its job's attempt, written before the call.
+
+A call may start only after the database confirms that the job is still generating under
+this attempt; a worker that lost its job to the sweeper therefore starts no further call. A
+call's spend is always recorded when it ends, even when the job was lost meanwhile (the row
+is then marked orphaned), so the ledger is the truth about money.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+
+import asyncpg
+
+from core.sql import Queries
+
+queries = Queries("generation")
+
+Purpose = Literal["generate", "sabotage"]
+Outcome = Literal["ok", "failed", "refused", "malformed", "unbilled"]
+
+
+class JobLost(Exception):
+    """The job is no longer generating under this attempt: another actor won the race."""
+
+    def __init__(self, job_id: int, attempt: int) -> None:
+        super().__init__(f"job {job_id} is no longer generating under attempt {attempt}")
+
+
+@dataclass
+class CallRecord:
+    """What the provider reports about one call; written to the ledger when the call ends."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+    outcome: Outcome | None = None
+    error: str | None = None
+
+
+class Ledger:
+    """The model-call gate and spend record for one attempt of one job."""
+
+    def __init__(self, pool: asyncpg.Pool, job_id: int, attempt: int) -> None:
+        self._pool = pool
+        self.job_id = job_id
+        self.attempt = attempt
+
+    @asynccontextmanager
+    async def call(self, purpose: Purpose, provider: str, model: str) -> AsyncIterator[CallRecord]:
+        call_id = await self._pool.fetchval(
+            queries["llm_call_start_if_generating"],
+            self.job_id,
+            self.attempt,
+            purpose,
+            provider,
+            model,
+        )
+        if call_id is None:
+            raise JobLost(self.job_id, self.attempt)
+        record = CallRecord()
+        try:
+            yield record
+        except BaseException as error:
+            record.outcome = record.outcome or "failed"
+            record.error = record.error or _describe(error)
+            raise
+        finally:
+            # Shielded: a job cancelled mid-call (lost, or shutting down) still records its spend.
+            await asyncio.shield(self._finish(call_id, record))
+
+    async def _finish(self, call_id: int, record: CallRecord) -> None:
+        await self._pool.execute(
+            queries["llm_call_finish"],
+            call_id,
+            record.input_tokens,
+            record.output_tokens,
+            record.cost_usd,
+            record.outcome or "ok",
+            record.error,
+        )
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, asyncio.CancelledError):
+        return "cancelled mid-call"
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,216 @@
+-- Queries of the generation queue (generation_jobs) and the spend ledger (llm_calls).
+-- Every state change is conditional on the expected status, and, once a job has been
+-- claimed, on its attempt (the fencing token): zero rows means another actor won.
+-- $n::timestamptz "now" parameters are null in production and set by tests to move time.
+
+
+-- name: user_lock
+-- Serializes enqueues for one user, so counting their active jobs and inserting one is atomic.
+SELECT pg_advisory_xact_lock(2, hashtext($1::text));
+
+-- name: job_insert_within_limits
+-- One statement: count the user's active jobs and the pending depth, insert only when both
+-- are under their limits, and NOTIFY the dispatchers (delivered when the transaction commits).
+-- The per-user count is exact because the caller holds user_lock; the depth is a soft limit
+-- that concurrent enqueues may overshoot by at most their number.
+WITH active AS (
+    SELECT count(*) AS jobs FROM generation_jobs
+    WHERE user_id = $2::text AND status IN ('pending', 'generating', 'awaiting_review')
+),
+depth AS (
+    SELECT count(*) AS pending, count(*) FILTER (WHERE lane = 'replenish') AS replenish_pending
+    FROM generation_jobs WHERE status = 'pending'
+),
+previous_turn AS (
+    SELECT max(fair_time) AS fair_time FROM generation_jobs
+    WHERE user_id = $2::text AND status = 'pending'
+),
+inserted AS (
+    INSERT INTO generation_jobs (lane, user_id, track, domain, created_at, fair_time)
+    SELECT $1::text, $2::text, $3::text, $4::text, coalesce($8::timestamptz, now()),
+           greatest(coalesce($8::timestamptz, now()), previous_turn.fair_time + $7::interval)
+    FROM active, depth, previous_turn
+    -- The replenish lane has its own, smaller depth limit: it is what gets shed first.
+    WHERE active.jobs < $5::int AND depth.pending < $6::int
+      AND ($1::text = 'interactive' OR depth.replenish_pending < $9::int)
+    RETURNING id
+),
+notified AS (
+    SELECT pg_notify('warmpool_jobs', inserted.id::text) FROM inserted
+)
+SELECT (SELECT id FROM inserted) AS job_id, active.jobs AS active_jobs, depth.pending,
+       (SELECT count(*) FROM notified) AS notified
+FROM active, depth;
+
+-- name: job_cancel_if_pending
+UPDATE generation_jobs SET status = 'cancelled', finished_at = now()
+WHERE id = $1::bigint AND status = 'pending'
+RETURNING id;
+
+-- name: job_view
+-- A job as the API shows it: its queue position follows the dispatch order of
+-- job_claim_pending (interactive lane first, then fair_time, then id), and its spend sums
+-- the ledger.
+SELECT j.id, j.status, j.lane, j.user_id, j.track, j.domain, j.attempt, j.created_at,
+       j.started_at, j.finished_at, j.error, j.mission_id, j.instance_id,
+       CASE WHEN j.status = 'pending' THEN (
+           SELECT count(*) FROM generation_jobs p
+           WHERE p.status = 'pending'
+             AND ((p.lane = 'interactive' AND j.lane = 'replenish')
+                  OR (p.lane = j.lane AND (p.fair_time, p.id) < (j.fair_time, j.id)))
+       ) END AS queue_position,
+       spend.llm_calls, spend.input_tokens, spend.output_tokens, spend.cost_usd
+FROM generation_jobs j
+CROSS JOIN LATERAL (
+    SELECT count(*) AS llm_calls,
+           coalesce(sum(input_tokens), 0) AS input_tokens,
+           coalesce(sum(output_tokens), 0) AS output_tokens,
+           coalesce(sum(cost_usd), 0) AS cost_usd
+    FROM llm_calls WHERE job_id = j.id
+) spend
+WHERE j.id = $1::bigint;
+
+-- name: dispatch_lock
+-- Dispatchers in every process take this transaction lock before counting and claiming, so
+-- the count of in-flight jobs cannot go stale between the count and the claim: two workers
+-- dispatching at the same moment run one after the other, and the second sees the first's
+-- claims (the lock is released only after the claim commits). A claim takes a millisecond,
+-- so serializing them costs little, and a claim takes many jobs at once.
+SELECT pg_advisory_xact_lock(1, 0);
+
+-- name: jobs_count_generating
+SELECT count(*) AS total, count(*) FILTER (WHERE lane = 'replenish') AS replenish
+FROM generation_jobs WHERE status = 'generating';
+
+-- name: job_claim_pending
+-- Claims up to $1 pending jobs, interactive lane first, of which at most $2 replenish jobs.
+-- SKIP LOCKED passes over a row that a cancel or the sweeper holds instead of waiting on it;
+-- the status check in the UPDATE is what makes the claim conditional.
+WITH interactive AS (
+    SELECT id, 0 AS lane_rank, fair_time FROM generation_jobs
+    WHERE status = 'pending' AND lane = 'interactive'
+    ORDER BY fair_time, id
+    LIMIT $1::int
+    FOR UPDATE SKIP LOCKED
+),
+replenish AS (
+    SELECT id, 1 AS lane_rank, fair_time FROM generation_jobs
+    WHERE status = 'pending' AND lane = 'replenish'
+    ORDER BY fair_time, id
+    LIMIT $2::int
+    FOR UPDATE SKIP LOCKED
+),
+chosen AS (
+    SELECT id FROM (SELECT * FROM interactive UNION ALL SELECT * FROM replenish) candidates
+    ORDER BY lane_rank, fair_time, id
+    LIMIT $1::int
+)
+UPDATE generation_jobs j
+SET status = 'generating', attempt = j.attempt + 1, worker_id = $3::text,
+    started_at = coalesce($4::timestamptz, now()), heartbeat_at = coalesce($4::timestamptz, now())
+FROM chosen
+WHERE j.id = chosen.id AND j.status = 'pending'
+RETURNING j.id, j.attempt, j.lane, j.user_id, j.track, j.domain, j.created_at;
+
+-- name: jobs_heartbeat_if_generating
+-- Returns the jobs this worker still holds; a job missing from the answer was lost (swept).
+UPDATE generation_jobs j SET heartbeat_at = coalesce($3::timestamptz, now())
+FROM unnest($1::bigint[], $2::int[]) AS held(id, attempt)
+WHERE j.id = held.id AND j.attempt = held.attempt AND j.status = 'generating'
+RETURNING j.id;
+
+-- name: job_lock_if_generating
+-- Taken at the start of a job's final transaction: while it is held, the sweeper cannot fail
+-- the job, and if the sweeper got there first this returns nothing.
+SELECT id FROM generation_jobs
+WHERE id = $1::bigint AND attempt = $2::int AND status = 'generating'
+FOR UPDATE;
+
+-- name: job_finish_if_generating
+UPDATE generation_jobs
+SET status = $3::text, error = $4::text, mission_id = $5::bigint, instance_id = $6::bigint,
+    finished_at = CASE WHEN $3::text = 'awaiting_review' THEN NULL ELSE now() END
+WHERE id = $1::bigint AND attempt = $2::int AND status = 'generating'
+RETURNING id;
+
+-- name: jobs_fail_if_stale
+-- The sweeper: a generating job whose worker stopped heartbeating, or that has run past the
+-- hard limit. Conditional on status, so a completion that commits first wins.
+UPDATE generation_jobs
+SET status = 'failed', finished_at = coalesce($3::timestamptz, now()),
+    error = CASE
+        WHEN started_at < coalesce($3::timestamptz, now()) - $2::interval
+            THEN 'generation ran longer than ' || $2::interval::text || ' and was stopped'
+        ELSE 'worker ' || worker_id || ' stopped heartbeating for more than '
+             || $1::interval::text || ' (it probably died)'
+    END
+WHERE status = 'generating'
+  AND (heartbeat_at < coalesce($3::timestamptz, now()) - $1::interval
+       OR started_at < coalesce($3::timestamptz, now()) - $2::interval)
+RETURNING id, attempt, worker_id, error;
+
+-- name: jobs_fail_if_pending_expired
+UPDATE generation_jobs
+SET status = 'failed', finished_at = coalesce($2::timestamptz, now()),
+    error = 'waited in the queue longer than ' || $1::interval::text || ' without a free slot'
+WHERE status = 'pending' AND created_at < coalesce($2::timestamptz, now()) - $1::interval
+RETURNING id;
+
+-- name: jobs_fail_if_owned_by_dead_process
+-- At worker start: jobs that a previous process of this worker held when it died.
+UPDATE generation_jobs
+SET status = 'failed', finished_at = now(),
+    error = 'worker ' || worker_id || ' died mid-generation and was restarted'
+WHERE status = 'generating' AND worker_id = ANY($1::text[])
+RETURNING id, attempt, worker_id;
+
+-- name: workers_generating_on_host
+SELECT DISTINCT worker_id FROM generation_jobs
+WHERE status = 'generating' AND worker_id LIKE $1::text || ':%';
+
+-- name: jobs_delete_finished_before
+-- Retention, in small batches so no long lock or bloat burst. Ledger rows stay.
+DELETE FROM generation_jobs
+WHERE id IN (
+    SELECT id FROM generation_jobs
+    WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1::timestamptz
+    ORDER BY finished_at
+    LIMIT $2::int
+);
+
+-- name: llm_call_start_if_generating
+-- A model call may start only while its job is still generating under this attempt. The row
+-- is written before the call, so a process that dies mid-call leaves its spend on record.
+INSERT INTO llm_calls (job_id, attempt, purpose, provider, model)
+SELECT $1::bigint, $2::int, $3::text, $4::text, $5::text
+WHERE EXISTS (
+    SELECT 1 FROM generation_jobs
+    WHERE id = $1::bigint AND attempt = $2::int AND status = 'generating'
+)
+RETURNING id;
+
+-- name: llm_call_finish
+-- Always recorded, even when the job was lost meanwhile: then it is marked orphaned.
+UPDATE llm_calls c
+SET finished_at = now(), input_tokens = $2::int, output_tokens = $3::int,
+    cost_usd = $4::numeric, outcome = $5::text, error = $6::text,
+    orphaned = NOT EXISTS (
+        SELECT 1 FROM generation_jobs j
+        WHERE j.id = c.job_id AND j.attempt = c.attempt AND j.status = 'generating'
+    )
+WHERE c.id = $1::bigint
+RETURNING orphaned;
+
+-- name: statement_timeout_local
+-- Bounds one step of the current transaction (the in-flight count, under the dispatch lock).
+SELECT set_config('statement_timeout', $1::text, true);
+
+-- name: queue_stats
+-- Per lane: pending and generating counts and the oldest pending job's age, from the partial
+-- indexes only.
+SELECT lanes.lane,
+       (SELECT count(*) FROM generation_jobs WHERE status = 'pending' AND lane = lanes.lane) AS pending,
+       (SELECT count(*) FROM generation_jobs WHERE status = 'generating' AND lane = lanes.lane) AS generating,
+       (SELECT extract(epoch FROM coalesce($1::timestamptz, now()) - min(created_at))
+        FROM generation_jobs WHERE status = 'pending' AND lane = lanes.lane) AS oldest_pending_age_s
+FROM (VALUES ('interactive'), ('replenish')) AS lanes(lane);

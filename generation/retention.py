@@ -1,0 +1,39 @@
+"""Retention: finished jobs and idempotency keys past their age are deleted in small batches.
+
+Ledger rows stay: spend outlives the jobs it was spent on.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+
+from core import idempotency
+from core.sql import Queries
+
+queries = Queries("generation")
+log = logging.getLogger(__name__)
+
+BATCH = 500
+
+
+class Retention:
+    def __init__(self, pool: asyncpg.Pool, *, keep_for: timedelta) -> None:
+        self._pool = pool
+        self._keep_for = keep_for
+
+    async def run_once(self, now: datetime | None = None) -> int:
+        cutoff = (now or datetime.now(UTC)) - self._keep_for
+        deleted = 0
+        while True:
+            status = await self._pool.execute(queries["jobs_delete_finished_before"], cutoff, BATCH)
+            batch = int(status.split()[-1])
+            deleted += batch
+            if batch < BATCH:
+                break
+        await idempotency.forget_before(self._pool, cutoff)
+        if deleted:
+            log.info("deleted %d finished jobs older than %s", deleted, self._keep_for)
+        return deleted

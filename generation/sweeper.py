@@ -1,0 +1,48 @@
+"""The sweeper: frees the slots of dead or stuck generations and expires jobs nobody will run."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from core.sql import Queries
+
+queries = Queries("generation")
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Swept:
+    stale: list[int]
+    expired: list[int]
+
+
+class Sweeper:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        heartbeat_timeout: timedelta,
+        stuck_after: timedelta,
+        pending_expiry: timedelta,
+    ) -> None:
+        self._pool = pool
+        self._heartbeat_timeout = heartbeat_timeout
+        self._stuck_after = stuck_after
+        self._pending_expiry = pending_expiry
+
+    async def run_once(self, now: datetime | None = None) -> Swept:
+        stale = await self._pool.fetch(
+            queries["jobs_fail_if_stale"], self._heartbeat_timeout, self._stuck_after, now
+        )
+        for row in stale:
+            log.warning("swept job %s attempt %s: %s", row["id"], row["attempt"], row["error"])
+        expired = await self._pool.fetch(
+            queries["jobs_fail_if_pending_expired"], self._pending_expiry, now
+        )
+        for row in expired:
+            log.warning("expired pending job %s after %s", row["id"], self._pending_expiry)
+        return Swept(stale=[row["id"] for row in stale], expired=[row["id"] for row in expired])

@@ -1,0 +1,2 @@
+"""The warm pool: serving missions, per-user instances, retirement, the domain guard and
+replenishment."""

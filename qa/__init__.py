@@ -1,0 +1,2 @@
+"""Executable proof of planted bugs (sandboxed pytest, Jest and pgTAP runs), verdicts, and the
+review workflow."""

@@ -1,0 +1,103 @@
+"""The litestar application: `create_app(settings)` and nothing configured at import time."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
+
+from core import domains
+from generation.queue import Limits
+from server import database, migrate
+from server.auth import KeyStore, bootstrap_keys
+from server.errors import exception_handlers
+from server.routes import health, jobs, operators
+from server.runtime import WorkerRuntime
+from server.services import Services, provide_services
+from server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# The replenish lane's share of the pending limit and of the global cap: interactive work
+# always finds room, and replenishment is what gets shed first.
+REPLENISH_SHARE = 0.5
+
+
+def queue_limits(settings: Settings) -> Limits:
+    return Limits(
+        user_cap=settings.user_cap,
+        max_pending=settings.max_pending,
+        replenish_max_pending=max(1, int(settings.max_pending * REPLENISH_SHARE)),
+    )
+
+
+def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
+    """Build the app. A bad domain map raises here, before anything starts."""
+    domain_map = domains.load(settings.domain_map)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        url = await database.resolve_url(settings)
+        pool = await database.create_pool(url)
+        try:
+            async with pool.acquire() as connection:
+                await migrate.apply(connection)
+            if settings.database_url is None:
+                await _first_start_keys(pool)
+            app.state.services = Services(
+                settings=settings,
+                domain_map=domain_map,
+                limits=queue_limits(settings),
+                pool=pool,
+                keys=KeyStore(pool),
+            )
+            runtime = WorkerRuntime(pool, url, settings, generator=None) if run_worker else None
+            if runtime:
+                await runtime.start()
+            try:
+                yield
+            finally:
+                if runtime:
+                    await runtime.stop()
+        finally:
+            await pool.close()
+
+    return Litestar(
+        route_handlers=[
+            health.healthz,
+            health.readyz,
+            jobs.create_job,
+            jobs.read_job,
+            jobs.cancel_job,
+            operators.read_queue,
+        ],
+        dependencies={"services": Provide(provide_services, sync_to_thread=False)},
+        exception_handlers=exception_handlers(),
+        lifespan=[lifespan],
+        openapi_config=OpenAPIConfig(
+            title="warmpool",
+            version="1",
+            path="/schema",
+            render_plugins=[SwaggerRenderPlugin()],
+            components=Components(
+                security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
+            ),
+            security=[{"bearer": []}],
+        ),
+    )
+
+
+async def _first_start_keys(pool: asyncpg.Pool) -> None:
+    """On the embedded default's first start, one key per role, printed once (never logged)."""
+    created = await bootstrap_keys(pool)
+    if created:
+        print("warmpool: first start, created one API key per role (shown only now):")
+        for role, key in created.items():
+            print(f"  {role:<14} {key}")

@@ -1,0 +1,140 @@
+"""The `warmpool` command: serve, worker, migrate, keys create, status."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from core.domains import DomainMapError
+from server import database, migrate
+from server.app import create_app
+from server.auth import ROLES, create_key
+from server.runtime import WorkerRuntime
+from server.settings import Settings, SettingsError, from_environment
+from server.status import print_status
+
+log = logging.getLogger("warmpool")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    try:
+        settings = from_environment()
+        return int(arguments.run(settings, arguments) or 0)
+    except (SettingsError, DomainMapError) as error:
+        print(f"warmpool: {error}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="warmpool", description=__doc__)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="the HTTP API, plus a worker and the scheduler")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--no-worker", action="store_true", help="serve the API only")
+    serve.set_defaults(run=_serve)
+
+    worker = commands.add_parser("worker", help="dispatcher and generation only")
+    worker.set_defaults(run=_worker)
+
+    migrate_command = commands.add_parser("migrate", help="bring the schema up to date")
+    migrate_command.set_defaults(run=_migrate)
+
+    keys = commands.add_parser("keys", help="API keys").add_subparsers(
+        required=True, metavar="ACTION"
+    )
+    create = keys.add_parser("create", help="create a key; prints it as the last line")
+    create.add_argument("--role", required=True, choices=ROLES)
+    create.add_argument("--name", default=None)
+    create.set_defaults(run=_keys_create)
+
+    status = commands.add_parser("status", help="queue and pool at a glance")
+    status.set_defaults(run=_status)
+    return parser
+
+
+def _serve(settings: Settings, arguments: argparse.Namespace) -> int:
+    app = create_app(settings, run_worker=not arguments.no_worker)
+    config = uvicorn.Config(
+        app, host=arguments.host, port=arguments.port, log_config=None, lifespan="on"
+    )
+    uvicorn.Server(config).run()
+    return 0
+
+
+def _worker(settings: Settings, _: argparse.Namespace) -> int:
+    asyncio.run(_run_worker(settings))
+    return 0
+
+
+async def _run_worker(settings: Settings) -> None:
+    url = await database.resolve_url(settings)
+    pool = await database.create_pool(url)
+    try:
+        async with pool.acquire() as connection:
+            await migrate.apply(connection)
+        runtime = WorkerRuntime(pool, url, settings, generator=None)
+        await runtime.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        await runtime.stop()
+    finally:
+        await pool.close()
+
+
+def _migrate(settings: Settings, _: argparse.Namespace) -> int:
+    async def run() -> None:
+        connection = await database.connect(settings)
+        try:
+            applied = await migrate.apply(connection)
+            version = await migrate.current_version(connection)
+        finally:
+            await connection.close()
+        print(f"schema at version {version} ({len(applied)} migration(s) applied)")
+
+    asyncio.run(run())
+    return 0
+
+
+def _keys_create(settings: Settings, arguments: argparse.Namespace) -> int:
+    async def run() -> str:
+        connection = await database.connect(settings)
+        try:
+            await migrate.apply(connection)
+            return await create_key(connection, arguments.role, arguments.name or arguments.role)
+        finally:
+            await connection.close()
+
+    key = asyncio.run(run())
+    print(f"created a {arguments.role} key; it is shown only now:")
+    print(key)
+    return 0
+
+
+def _status(settings: Settings, _: argparse.Namespace) -> int:
+    async def run() -> None:
+        connection = await database.connect(settings)
+        try:
+            await print_status(connection, settings)
+        finally:
+            await connection.close()
+
+    asyncio.run(run())
+    return 0

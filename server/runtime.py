@@ -1,0 +1,112 @@
+"""The worker side of a process: dispatcher, sweeper, heartbeats and retention on apscheduler,
+plus a LISTEN connection so a NOTIFY fills a free slot within milliseconds."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from core.sql import Connection
+from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
+from generation.retention import Retention
+from generation.sweeper import Sweeper
+from generation.worker import Generator, Worker
+from server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+RETENTION_EVERY = timedelta(minutes=10)
+
+
+class WorkerRuntime:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        database_url: str,
+        settings: Settings,
+        generator: Generator | None,
+    ) -> None:
+        self._database_url = database_url
+        self._settings = settings
+        self.worker = Worker(
+            pool,
+            generator,
+            name=settings.worker_name,
+            capacity=settings.global_cap,
+            on_slot_freed=self._wake,
+        )
+        self.sweeper = Sweeper(
+            pool,
+            heartbeat_timeout=timedelta(seconds=settings.heartbeat_timeout_seconds),
+            stuck_after=timedelta(seconds=settings.stuck_after_seconds),
+            pending_expiry=timedelta(seconds=settings.pending_expiry_seconds),
+        )
+        self.dispatcher = Dispatcher(
+            pool,
+            self.worker,
+            self.sweeper,
+            global_cap=settings.global_cap,
+            replenish_cap=max(1, settings.global_cap // 2),
+        )
+        self.retention = Retention(pool, keep_for=timedelta(seconds=settings.job_retention_seconds))
+        self._scheduler = AsyncIOScheduler(timezone=UTC)
+        self._listener: Connection | None = None
+
+    async def start(self) -> None:
+        await self.worker.reconcile()
+        await self._listen()
+        every = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
+        now = datetime.now(UTC)
+        self._scheduler.add_job(
+            self._tick, "interval", seconds=self._settings.tick_seconds, next_run_time=now, **every
+        )
+        self._scheduler.add_job(
+            self._heartbeat, "interval", seconds=self._settings.heartbeat_interval_seconds, **every
+        )
+        self._scheduler.add_job(
+            self.retention.run_once, "interval", seconds=RETENTION_EVERY.total_seconds(), **every
+        )
+        self._scheduler.start()
+        log.info(
+            "worker %s started: global cap %d, tick %gs",
+            self.worker.id,
+            self._settings.global_cap,
+            self._settings.tick_seconds,
+        )
+
+    async def stop(self) -> None:
+        self._scheduler.shutdown(wait=False)
+        if self._listener is not None:
+            await self._listener.close()
+        await self.worker.stop()
+
+    async def _tick(self) -> None:
+        if self._listener is None or self._listener.is_closed():
+            await self._listen()
+        await self.dispatcher.run_guarded()
+
+    async def _heartbeat(self) -> None:
+        try:
+            await self.worker.heartbeat_once()
+        except (asyncpg.PostgresError, OSError) as error:
+            log.warning("heartbeat failed, will retry: %s", error)
+
+    async def _listen(self) -> None:
+        # A dedicated connection: a pooled one would lose its LISTEN when returned to the pool.
+        # When it breaks (Postgres restarted), the tick keeps dispatching and reconnects it.
+        try:
+            self._listener = await asyncpg.connect(self._database_url)
+            await self._listener.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        except (asyncpg.PostgresError, OSError) as error:
+            self._listener = None
+            log.warning("LISTEN failed, dispatching on the tick only until it works: %s", error)
+
+    def _on_notify(self, *_: Any) -> None:
+        self._wake()
+
+    def _wake(self) -> None:
+        self.dispatcher.wake()

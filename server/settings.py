@@ -1,0 +1,117 @@
+"""Settings: one struct read from the environment and validated once, at start-up.
+
+Every setting has a default that works on one machine. A bad value stops start-up with a
+message naming the variable, the value and what would be accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+
+Positive = msgspec.Meta(gt=0)
+Count = Annotated[int, msgspec.Meta(ge=1)]
+Seconds = Annotated[float, Positive]
+
+
+class SettingsError(ValueError):
+    """A setting has a value warmpool cannot run with."""
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    database_url: str | None = None
+    domain_map: Path = Path("domain_map.yaml")
+    data_dir: Path = Path(".warmpool")
+    global_cap: Count = 40
+    max_pending: Count = 200
+    user_cap: Count = 3
+    tick_seconds: Seconds = 10.0
+    stuck_after_seconds: Seconds = 600.0
+    heartbeat_timeout_seconds: Seconds = 60.0
+    pending_expiry_seconds: Seconds = 3600.0
+    job_retention_seconds: Seconds = 7 * 24 * 3600.0
+    shutdown_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 120.0
+    openai_api_key: str | None = None
+    openai_base_url: str | None = None
+    model: str = "gpt-4o-mini"
+    offline_delay_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    worker_name: str = ""
+
+    @property
+    def heartbeat_interval_seconds(self) -> float:
+        # Four beats per timeout: one lost beat (a GC pause, a slow query) never looks like death.
+        return self.heartbeat_timeout_seconds / 4
+
+
+# Variable name -> (field, what a valid value looks like).
+VARIABLES: dict[str, tuple[str, str]] = {
+    "WARMPOOL_DATABASE_URL": ("database_url", "a postgresql:// URL"),
+    "WARMPOOL_DOMAIN_MAP": ("domain_map", "the path of a domain map YAML file"),
+    "WARMPOOL_DATA_DIR": ("data_dir", "a folder for the embedded database"),
+    "WARMPOOL_GLOBAL_CAP": ("global_cap", "a whole number of at least 1"),
+    "WARMPOOL_MAX_PENDING": ("max_pending", "a whole number of at least 1"),
+    "WARMPOOL_USER_CAP": ("user_cap", "a whole number of at least 1"),
+    "WARMPOOL_TICK_SECONDS": ("tick_seconds", "a number of seconds above 0"),
+    "WARMPOOL_STUCK_AFTER_SECONDS": ("stuck_after_seconds", "a number of seconds above 0"),
+    "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS": (
+        "heartbeat_timeout_seconds",
+        "a number of seconds above 0",
+    ),
+    "WARMPOOL_PENDING_EXPIRY_SECONDS": ("pending_expiry_seconds", "a number of seconds above 0"),
+    "WARMPOOL_JOB_RETENTION_SECONDS": ("job_retention_seconds", "a number of seconds above 0"),
+    "WARMPOOL_SHUTDOWN_GRACE_SECONDS": ("shutdown_grace_seconds", "a number of seconds, 0 or more"),
+    "OPENAI_API_KEY": ("openai_api_key", "an OpenAI API key"),
+    "OPENAI_BASE_URL": ("openai_base_url", "an http(s) URL of an OpenAI-compatible API"),
+    "WARMPOOL_MODEL": ("model", "a model name"),
+    "WARMPOOL_OFFLINE_DELAY_SECONDS": ("offline_delay_seconds", "a number of seconds, 0 or more"),
+    "WARMPOOL_WORKER_NAME": ("worker_name", "a name for this machine, unique among workers"),
+}
+
+
+def from_environment(environ: Mapping[str, str] | None = None) -> Settings:
+    environ = os.environ if environ is None else environ
+    types = {field.name: field.type for field in msgspec.structs.fields(Settings)}
+    given: dict[str, object] = {}
+    for variable, (field, expected) in VARIABLES.items():
+        raw = environ.get(variable, "").strip()
+        if not raw:
+            continue
+        try:
+            given[field] = msgspec.convert(raw, types[field], strict=False, dec_hook=_decode)
+        except msgspec.ValidationError:
+            raise SettingsError(f"{variable}={raw!r} is not valid: expected {expected}") from None
+    settings = Settings(**given)  # type: ignore[arg-type]
+    _check_relations(settings)
+    if not settings.worker_name:
+        settings = msgspec.structs.replace(settings, worker_name=socket.gethostname())
+    return settings
+
+
+def _decode(kind: type, value: object) -> object:
+    if kind is Path and isinstance(value, str):
+        return Path(value)
+    raise NotImplementedError
+
+
+def _check_relations(settings: Settings) -> None:
+    url = settings.database_url
+    if url is not None and not url.startswith(("postgresql://", "postgres://")):
+        raise SettingsError(
+            f"WARMPOOL_DATABASE_URL={url!r} is not valid: expected a postgresql:// URL, "
+            "or leave it unset to use the embedded database"
+        )
+    base = settings.openai_base_url
+    if base is not None and not base.startswith(("http://", "https://")):
+        raise SettingsError(f"OPENAI_BASE_URL={base!r} is not valid: expected an http(s) URL")
+    if settings.heartbeat_timeout_seconds >= settings.stuck_after_seconds:
+        raise SettingsError(
+            "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS "
+            f"({settings.heartbeat_timeout_seconds:g}) must be below "
+            f"WARMPOOL_STUCK_AFTER_SECONDS ({settings.stuck_after_seconds:g}): "
+            "a live job heartbeats many times before it counts as stuck"
+        )

