@@ -1,0 +1,33 @@
+"""The one variation point of generation: who writes missions and plants bugs."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from core.domains import Domain
+from generation.drafts import MissionDraft, SabotageDraft
+from generation.ledger import Ledger
+
+
+class ProviderError(Exception):
+    """A provider could not produce a usable answer; the message is shown on the job."""
+
+
+class Provider(Protocol):
+    name: str
+
+    async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
+        """Write a small, self-contained mission for `domain`, recording each model call."""
+        ...
+
+    async def plant_bug(
+        self,
+        domain: Domain,
+        mission: MissionDraft,
+        *,
+        seed: int,
+        try_number: int,
+        ledger: Ledger,
+    ) -> SabotageDraft:
+        """Plant one bug; `try_number` (1, 2, ...) asks for a different one after a failed proof."""
+        ...
