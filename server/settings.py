@@ -39,6 +39,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     openai_api_key: str | None = None
     openai_base_url: str | None = None
     model: str = "gpt-4o-mini"
+    openai_timeout_seconds: Seconds = 120.0
+    prices_file: Path | None = None
     offline_delay_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     worker_name: str = ""
 
@@ -68,6 +70,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "OPENAI_API_KEY": ("openai_api_key", "an OpenAI API key"),
     "OPENAI_BASE_URL": ("openai_base_url", "an http(s) URL of an OpenAI-compatible API"),
     "WARMPOOL_MODEL": ("model", "a model name"),
+    "WARMPOOL_OPENAI_TIMEOUT_SECONDS": ("openai_timeout_seconds", "a number of seconds above 0"),
+    "WARMPOOL_PRICES_FILE": ("prices_file", "the path of a YAML file of model prices"),
     "WARMPOOL_OFFLINE_DELAY_SECONDS": ("offline_delay_seconds", "a number of seconds, 0 or more"),
     "WARMPOOL_WORKER_NAME": ("worker_name", "a name for this machine, unique among workers"),
 }
