@@ -28,20 +28,30 @@ class Sweeper:
         heartbeat_timeout: timedelta,
         stuck_after: timedelta,
         pending_expiry: timedelta,
+        timeout_seconds: float = 10.0,
     ) -> None:
         self._pool = pool
         self._heartbeat_timeout = heartbeat_timeout
         self._stuck_after = stuck_after
         self._pending_expiry = pending_expiry
+        # A sweep runs before every claim; a locked table must not stall dispatch forever.
+        self._timeout = timeout_seconds
 
     async def run_once(self, now: datetime | None = None) -> Swept:
         stale = await self._pool.fetch(
-            queries["jobs_fail_if_stale"], self._heartbeat_timeout, self._stuck_after, now
+            queries["jobs_fail_if_stale"],
+            self._heartbeat_timeout,
+            self._stuck_after,
+            now,
+            timeout=self._timeout,
         )
         for row in stale:
             log.warning("swept job %s attempt %s: %s", row["id"], row["attempt"], row["error"])
         expired = await self._pool.fetch(
-            queries["jobs_fail_if_pending_expired"], self._pending_expiry, now
+            queries["jobs_fail_if_pending_expired"],
+            self._pending_expiry,
+            now,
+            timeout=self._timeout,
         )
         for row in expired:
             log.warning("expired pending job %s after %s", row["id"], self._pending_expiry)

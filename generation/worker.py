@@ -178,6 +178,13 @@ class Worker:
             )
         return [row["id"] for row in rows]
 
+    async def drain(self, grace_seconds: float | None) -> bool:
+        """Wait for the generations under way to end; True when none is left."""
+        tasks = [task for _, task in self._running.values()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace_seconds)
+        return not self._running
+
     async def stop(self) -> None:
         tasks = [task for _, task in self._running.values()]
         for task in tasks:

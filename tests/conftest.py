@@ -3,10 +3,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import asyncpg
+import msgspec
 import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
 
+from server.app import create_app
+from server.auth import Role
 from server.database import create_pool
+from server.settings import Settings
 from tests.support import postgres
+from tests.support.server import ROOT, create_keys
 
 
 @pytest.fixture(scope="session")
@@ -31,3 +38,28 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     pool = await create_pool(database_url, max_size=30)
     yield pool
     await pool.close()
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return msgspec.structs.replace(
+        Settings(),
+        database_url=database_url,
+        domain_map=ROOT / "domain_map.yaml",
+        worker_name="test-host",
+    )
+
+
+@pytest.fixture
+async def keys(database_url: str) -> dict[Role, str]:
+    return await create_keys(database_url)
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[AsyncTestClient[Litestar]]:
+    async with AsyncTestClient(create_app(settings)) as client:
+        yield client
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}

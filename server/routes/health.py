@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 from litestar import Response, get
+from litestar.di import NamedDependency
 
 from server import migrate
 from server.errors import DATABASE_UNAVAILABLE, problem
@@ -26,7 +27,7 @@ def healthz() -> Health:
 
 
 @get("/readyz", summary="Readiness", responses=problems(503))
-async def readyz(services: Services) -> Response[Readiness]:
+async def readyz(services: NamedDependency[Services]) -> Response[Readiness]:
     try:
         async with services.pool.acquire(timeout=2) as connection:
             version = await migrate.current_version(connection)

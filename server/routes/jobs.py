@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response, delete, get, post
-from litestar.params import Parameter
+from litestar.di import NamedDependency
+from litestar.params import FromPath, HeaderParameter, JSONBody
 
 from core import idempotency
 from generation import queue
@@ -29,9 +30,9 @@ class JobEnvelope(msgspec.Struct):
 )
 async def create_job(
     request: Request[Any, Any, Any],
-    data: UserTrack,
-    services: Services,
-    key_header: Annotated[str | None, Parameter(header="Idempotency-Key")] = None,
+    data: JSONBody[UserTrack],
+    services: NamedDependency[Services],
+    key_header: Annotated[str | None, HeaderParameter(name="Idempotency-Key")] = None,
 ) -> Response[JobEnvelope]:
     key = idempotency_key(key_header, required=True)
     assert key is not None
@@ -64,7 +65,7 @@ async def create_job(
     responses=problems(401, 403, 404),
     summary="Read a job",
 )
-async def read_job(job_id: str, services: Services) -> queue.Job:
+async def read_job(job_id: FromPath[str], services: NamedDependency[Services]) -> queue.Job:
     return await queue.get(services.pool, job_id)
 
 
@@ -75,5 +76,5 @@ async def read_job(job_id: str, services: Services) -> queue.Job:
     responses=problems(401, 403, 404, 409),
     summary="Cancel a pending job",
 )
-async def cancel_job(job_id: str, services: Services) -> queue.Job:
+async def cancel_job(job_id: FromPath[str], services: NamedDependency[Services]) -> queue.Job:
     return await queue.cancel(services.pool, job_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from litestar import get
+from litestar.di import NamedDependency
 
 from generation import queue
 from server.auth import requires
@@ -11,7 +12,7 @@ from server.services import Services
 
 
 @get("/v1/queue", guards=[requires("admin")], responses=problems(401, 403), summary="Queue depth")
-async def read_queue(services: Services) -> queue.QueueStats:
+async def read_queue(services: NamedDependency[Services]) -> queue.QueueStats:
     return await queue.stats(
         services.pool,
         global_cap=services.settings.global_cap,

@@ -1,0 +1,125 @@
+"""Dispatch in one process: order, fairness, the global cap, lanes, and counting failures."""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+
+from generation import queue
+from generation.dispatcher import Dispatcher
+from generation.sweeper import Sweeper
+from generation.worker import Generator, Worker
+from tests.support.generators import Gated
+from tests.support.jobs import enqueue
+
+MINUTE = timedelta(minutes=1)
+
+
+def dispatcher(
+    pool: asyncpg.Pool,
+    generator: Generator | None,
+    *,
+    cap: int = 5,
+    replenish_cap: int = 5,
+    capacity: int | None = None,
+    name: str = "test-worker",
+) -> Dispatcher:
+    worker = Worker(pool, generator, name=name, capacity=capacity or cap)
+    sweeper = Sweeper(
+        pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
+    )
+    return Dispatcher(pool, worker, sweeper, global_cap=cap, replenish_cap=replenish_cap)
+
+
+async def test_interactive_before_replenish_and_round_robin_across_users(
+    pool: asyncpg.Pool,
+) -> None:
+    start = datetime.now(UTC)
+    order = []
+    # alice queues three jobs first, then bob and carol one each, then a replenish job.
+    for offset, user in enumerate(["alice", "alice", "alice", None, "bob", "carol"]):
+        order.append((user, await enqueue(pool, user, now=start + timedelta(seconds=offset))))
+    gate = Gated()
+    claimed = []
+    for _ in range(6):
+        claimed += [
+            job.user_id for job in await dispatcher(pool, gate, cap=1 + len(claimed)).run_once()
+        ]
+    # bob's and carol's first jobs overtake alice's second and third, which are a turn later.
+    assert claimed == ["alice", "bob", "carol", "alice", "alice", None]
+    gate.release()
+
+
+async def test_queue_position_follows_the_dispatch_order(pool: asyncpg.Pool) -> None:
+    start = datetime.now(UTC)
+    alice = [await enqueue(pool, "alice", now=start + timedelta(seconds=i)) for i in range(2)]
+    refill = await enqueue(pool, None, now=start + timedelta(seconds=2))
+    bob = await enqueue(pool, "bob", now=start + timedelta(seconds=3))
+    positions = {
+        job: (await queue.get(pool, str(job))).queue_position for job in [*alice, refill, bob]
+    }
+    assert positions == {alice[0]: 0, bob: 1, alice[1]: 2, refill: 3}
+
+
+async def test_the_global_cap_holds_when_many_dispatchers_claim_at_the_same_moment(
+    pool: asyncpg.Pool,
+) -> None:
+    for index in range(40):
+        await enqueue(pool, f"user-{index}")
+    gate = Gated()
+    dispatchers = [dispatcher(pool, gate, cap=7, name=f"w{index}") for index in range(8)]
+    results = await asyncio.gather(*(each.run_once() for each in dispatchers))
+    assert sum(len(claimed) for claimed in results) == 7
+    assert (
+        await pool.fetchval("SELECT count(*) FROM generation_jobs WHERE status = 'generating'") == 7
+    )
+    results = await asyncio.gather(*(each.run_once() for each in dispatchers))
+    assert sum(len(claimed) for claimed in results) == 0, "full: nobody claims"
+    gate.release()
+
+
+async def test_the_replenish_lane_takes_at_most_its_share_of_the_cap(pool: asyncpg.Pool) -> None:
+    for _ in range(6):
+        await enqueue(pool, None)
+    gate = Gated()
+    dispatch = dispatcher(pool, gate, cap=6, replenish_cap=2)
+    assert len(await dispatch.run_once()) == 2
+    assert await dispatch.run_once() == []
+    interactive = await enqueue(pool, "waiting-user")
+    assert [job.id for job in await dispatch.run_once()] == [interactive]
+    gate.release()
+
+
+async def test_the_in_process_seatbelt_limits_claims_to_free_slots(pool: asyncpg.Pool) -> None:
+    for index in range(5):
+        await enqueue(pool, f"user-{index}")
+    gate = Gated()
+    dispatch = dispatcher(pool, gate, cap=10, capacity=2)
+    assert len(await dispatch.run_once()) == 2
+    assert await dispatch.run_once() == []
+    gate.release()
+
+
+async def test_a_counting_failure_makes_the_dispatcher_claim_nothing(pool: asyncpg.Pool) -> None:
+    await enqueue(pool)
+    gate = Gated()
+    worker = Worker(pool, gate, name="blind", capacity=5)
+    sweeper = Sweeper(
+        pool,
+        heartbeat_timeout=MINUTE,
+        stuck_after=10 * MINUTE,
+        pending_expiry=60 * MINUTE,
+        timeout_seconds=0.2,
+    )
+    dispatch = Dispatcher(
+        pool, worker, sweeper, global_cap=5, replenish_cap=5, count_timeout_seconds=0.2
+    )
+    async with pool.acquire() as blocker, blocker.transaction():
+        # An exclusive lock makes the count time out: the dispatcher cannot know what is in flight.
+        await blocker.execute("LOCK TABLE generation_jobs IN ACCESS EXCLUSIVE MODE")
+        assert await asyncio.wait_for(dispatch.run_once(), timeout=10) == []
+    assert (
+        await pool.fetchval("SELECT count(*) FROM generation_jobs WHERE status = 'generating'") == 0
+    )
+    assert len(await dispatch.run_once()) == 1, "once counting works again, it claims"
+    gate.release()

@@ -1,0 +1,163 @@
+"""Heartbeats, the sweeper against live workers, zombies, crashes and restarts."""
+
+import asyncio
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from generation.ledger import Ledger
+from generation.sweeper import Sweeper
+from generation.worker import ClaimedJob, Completion, Worker
+from tests.integration.test_dispatch import MINUTE, dispatcher
+from tests.support.generators import Crashing, Gated, Recording
+from tests.support.jobs import enqueue, status_of
+
+# Past the heartbeat timeout (a minute here), not past the hard limit.
+LATER = timedelta(minutes=2)
+PID_MAX = int(Path("/proc/sys/kernel/pid_max").read_text())
+
+
+def sweeper(pool: asyncpg.Pool) -> Sweeper:
+    return Sweeper(
+        pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
+    )
+
+
+async def settled(worker: Worker) -> None:
+    assert await worker.drain(grace_seconds=10)
+
+
+async def ledger_rows(pool: asyncpg.Pool, job_id: int) -> list[asyncpg.Record]:
+    return await pool.fetch(
+        "SELECT attempt, outcome, orphaned, error FROM llm_calls WHERE job_id = $1 ORDER BY id",
+        job_id,
+    )
+
+
+async def test_a_completion_that_commits_first_beats_the_sweeper(pool: asyncpg.Pool) -> None:
+    job = await enqueue(pool)
+    gate = Gated()
+    dispatch = dispatcher(pool, gate)
+    assert len(await dispatch.run_once()) == 1
+    gate.release()
+    await settled(dispatch._worker)
+    assert (await status_of(pool, job))["status"] == "completed"
+    swept = await sweeper(pool).run_once(datetime.now(UTC) + LATER)
+    assert swept.stale == []
+    assert (await status_of(pool, job))["status"] == "completed"
+
+
+async def test_a_sweep_that_commits_first_beats_the_completion(pool: asyncpg.Pool) -> None:
+    job = await enqueue(pool)
+    gate = Gated()
+    dispatch = dispatcher(pool, gate)
+    await dispatch.run_once()
+    await gate.started.acquire()
+    swept = await sweeper(pool).run_once(datetime.now(UTC) + LATER)
+    assert swept.stale == [job]
+    gate.release()
+    await settled(dispatch._worker)
+    row = await status_of(pool, job)
+    assert row["status"] == "failed"
+    assert "stopped heartbeating" in row["error"]
+    [call] = await ledger_rows(pool, job)
+    assert call["orphaned"], "the call that finished after the sweep is marked orphaned"
+
+
+class TwoCalls(Recording):
+    """Makes one model call, waits for the test, then tries a second one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.between = asyncio.Event()
+        self.go_on = asyncio.Event()
+        self.second_started = False
+
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Completion:
+        async with ledger.call("generate", "test", "test-model"):
+            pass
+        self.between.set()
+        await self.go_on.wait()
+        async with ledger.call("sabotage", "test", "test-model"):
+            self.second_started = True
+        raise AssertionError("a zombie must not get here")
+
+
+async def test_a_zombie_worker_changes_nothing_and_starts_no_further_model_call(
+    pool: asyncpg.Pool,
+) -> None:
+    job = await enqueue(pool)
+    zombie = TwoCalls()
+    dispatch = dispatcher(pool, zombie)
+    await dispatch.run_once()
+    await zombie.between.wait()
+    await sweeper(pool).run_once(datetime.now(UTC) + LATER)
+    before = await status_of(pool, job)
+    zombie.go_on.set()
+    await settled(dispatch._worker)
+    assert not zombie.second_started
+    assert await status_of(pool, job) == before
+    assert [row["outcome"] for row in await ledger_rows(pool, job)] == ["ok"]
+
+
+async def test_a_heartbeat_finds_a_lost_job_and_stops_its_generation(pool: asyncpg.Pool) -> None:
+    job = await enqueue(pool)
+    gate = Gated()
+    dispatch = dispatcher(pool, gate)
+    await dispatch.run_once()
+    await gate.started.acquire()
+    worker = dispatch._worker
+    assert await worker.heartbeat_once() == []
+    await sweeper(pool).run_once(datetime.now(UTC) + LATER)
+    [lost] = await worker.heartbeat_once()
+    assert lost.id == job
+    await settled(worker)
+    [call] = await ledger_rows(pool, job)
+    assert (call["outcome"], call["orphaned"], call["error"]) == (
+        "failed",
+        True,
+        "cancelled mid-call",
+    )
+
+
+@pytest.mark.parametrize(
+    ("generator", "error"),
+    [
+        (Crashing(), "generation crashed: RuntimeError: the model answered nonsense"),
+        (None, "no generator configured"),
+    ],
+)
+async def test_a_failed_generation_fails_its_job_with_a_clear_error(
+    pool: asyncpg.Pool, generator: Recording | None, error: str
+) -> None:
+    job = await enqueue(pool)
+    dispatch = dispatcher(pool, generator)
+    await dispatch.run_once()
+    await settled(dispatch._worker)
+    row = await status_of(pool, job)
+    assert (row["status"], row["error"]) == ("failed", error)
+
+
+async def test_a_restarted_worker_fails_what_its_dead_processes_held(pool: asyncpg.Pool) -> None:
+    dead_pid = PID_MAX + 1  # never a live process
+    alive_pid = os.getppid()
+    jobs = [await enqueue(pool, f"user-{index}") for index in range(3)]
+    for job, worker_id in zip(
+        jobs, [f"box:{dead_pid}", f"box:{alive_pid}", f"other-box:{dead_pid}"], strict=True
+    ):
+        await pool.execute(
+            """UPDATE generation_jobs SET status = 'generating', attempt = 1, started_at = now(),
+                   heartbeat_at = now(), worker_id = $2 WHERE id = $1""",
+            job,
+            worker_id,
+        )
+    assert await Worker(pool, None, name="box", capacity=1).reconcile() == [jobs[0]]
+    assert [(await status_of(pool, job))["status"] for job in jobs] == [
+        "failed",
+        "generating",
+        "generating",
+    ]
+    assert "died mid-generation" in (await status_of(pool, jobs[0]))["error"]

@@ -1,0 +1,63 @@
+"""Test doubles of the generation step: they sleep, block, crash or hang, and count their calls.
+
+Each makes one real ledger call (purpose `generate`), so the ledger gate is exercised too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+from generation.ledger import Ledger
+from generation.worker import ClaimedJob, Completion, Finished
+
+
+async def _completed(_: object) -> Finished:
+    return Finished(status="completed")
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.calls: Counter[tuple[int, int]] = Counter()
+
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Completion:
+        self.calls[(job.id, job.attempt)] += 1
+        async with ledger.call("generate", "test", "test-model") as record:
+            record.input_tokens, record.output_tokens = 10, 20
+            await self.work(job)
+        return _completed
+
+    async def work(self, job: ClaimedJob) -> None:
+        """What happens during the model call."""
+
+
+class Sleeping(Recording):
+    def __init__(self, min_seconds: float, max_seconds: float, seed: int = 0) -> None:
+        super().__init__()
+        self._random = random.Random(seed)
+        self._range = (min_seconds, max_seconds)
+
+    async def work(self, job: ClaimedJob) -> None:
+        await asyncio.sleep(self._random.uniform(*self._range))
+
+
+class Gated(Recording):
+    """Blocks every generation until `release()`; `started` counts those under way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._gate = asyncio.Event()
+        self.started = asyncio.Semaphore(0)
+
+    async def work(self, job: ClaimedJob) -> None:
+        self.started.release()
+        await self._gate.wait()
+
+    def release(self) -> None:
+        self._gate.set()
+
+
+class Crashing(Recording):
+    async def work(self, job: ClaimedJob) -> None:
+        raise RuntimeError("the model answered nonsense")

@@ -1,0 +1,111 @@
+"""warmpool processes for acceptance tests: real `python -m server ...` processes on the test
+database, and API keys for them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+from server.auth import ROLES, Role, create_key
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def create_keys(database_url: str) -> dict[Role, str]:
+    connection = await asyncpg.connect(database_url)
+    try:
+        return {role: await create_key(connection, role, f"test-{role}") for role in ROLES}
+    finally:
+        await connection.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def environment(database_url: str, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("WARMPOOL_", "OPENAI_"))
+    }
+    env.update(
+        WARMPOOL_DATABASE_URL=database_url,
+        WARMPOOL_DOMAIN_MAP=str(ROOT / "domain_map.yaml"),
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(overrides or {})
+    return env
+
+
+@dataclass
+class Process:
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self, signum: int = signal.SIGTERM, wait: float = 15) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signum)
+        try:
+            return self.popen.wait(wait)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            return self.popen.wait(5)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def spawn(arguments: list[str], env: dict[str, str], log: Path) -> Process:
+    handle = log.open("wb")
+    popen = subprocess.Popen(arguments, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    handle.close()
+    return Process(popen, log)
+
+
+@contextmanager
+def running_server(
+    database_url: str,
+    log_dir: Path,
+    *,
+    worker: bool = False,
+    overrides: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    port = free_port()
+    arguments = [sys.executable, "-m", "server", "serve", "--port", str(port)]
+    if not worker:
+        arguments.append("--no-worker")
+    process = spawn(arguments, environment(database_url, overrides), log_dir / f"serve-{port}.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process)
+        yield url
+    finally:
+        process.stop()
+
+
+def wait_ready(url: str, process: Process, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.popen.poll() is not None:
+            raise RuntimeError(f"the server exited early:\n{process.output()}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the server did not become ready:\n{process.output()}")
