@@ -1,0 +1,117 @@
+"""Several worker processes against one Postgres: the global cap, exactly-once runs, and a
+worker killed mid-job."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import asyncpg
+import pytest
+
+from tests.support.jobs import LIMITS, enqueue
+from tests.support.server import Process
+from tests.support.worker_process import RUNS_TABLE
+
+pytestmark = pytest.mark.slow
+
+
+async def wait_for(predicate: Callable[[], object], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not await predicate():  # type: ignore[misc]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def test_four_workers_drain_300_jobs_under_a_cap_of_5_each_exactly_once(
+    pool: asyncpg.Pool, workers: Callable[..., Process]
+) -> None:
+    await pool.execute(RUNS_TABLE)
+    limits = LIMITS.__class__(user_cap=1000, max_pending=1000, replenish_max_pending=1000)
+    for index in range(300):
+        await enqueue(pool, f"user-{index % 60}", limits=limits)
+    for _ in range(4):
+        workers("sleep", "0.02", "0.2", global_cap="5", tick_seconds="0.5")
+
+    samples, highest = 0, 0
+    async with pool.acquire() as sampler:
+        deadline = time.monotonic() + 90
+        while True:
+            generating, done = await sampler.fetchrow(
+                """SELECT count(*) FILTER (WHERE status = 'generating'),
+                          count(*) FILTER (WHERE status = 'completed')
+                   FROM generation_jobs"""
+            )
+            samples += 1
+            highest = max(highest, generating)
+            if done == 300:
+                break
+            assert time.monotonic() < deadline, f"only {done} of 300 jobs completed"
+            await asyncio.sleep(0.003)
+
+    print(f"in-flight sampled {samples} times, highest {highest}")
+    assert 0 < highest <= 5
+    runs = await pool.fetch("SELECT job_id, count(*) AS runs FROM generation_runs GROUP BY job_id")
+    assert len(runs) == 300
+    assert {row["runs"] for row in runs} == {1}, "every job ran exactly once"
+    pids = await pool.fetchval("SELECT count(DISTINCT pid) FROM generation_runs")
+    assert pids == 4, "all four workers took part"
+    ledger = await pool.fetchval(
+        "SELECT count(*) FROM llm_calls WHERE outcome = 'ok' AND attempt = 1"
+    )
+    assert ledger == 300
+
+
+async def test_a_killed_workers_job_is_failed_by_a_survivor_and_its_slot_reused(
+    pool: asyncpg.Pool, workers: Callable[..., Process]
+) -> None:
+    await pool.execute(RUNS_TABLE)
+    timeout, tick = 2.0, 0.5
+    settings = {
+        "global_cap": "1",
+        "tick_seconds": str(tick),
+        "heartbeat_timeout_seconds": str(timeout),
+    }
+    processes = [workers("hang", **settings), workers("hang", **settings)]
+    first = await enqueue(pool, "user-1")
+
+    async def claimed() -> bool:
+        return bool(
+            await pool.fetchval("SELECT worker_id FROM generation_jobs WHERE id = $1", first)
+        )
+
+    await wait_for(claimed, 20, "the first job to be claimed")
+    owner = await pool.fetchval("SELECT worker_id FROM generation_jobs WHERE id = $1", first)
+    victim = next(process for process in processes if owner.endswith(f":{process.popen.pid}"))
+    victim.popen.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    second = await enqueue(pool, "user-2")
+
+    async def first_failed() -> bool:
+        return (
+            await pool.fetchval("SELECT status FROM generation_jobs WHERE id = $1", first)
+            == "failed"
+        )
+
+    await wait_for(first_failed, timeout + tick + 5, "the dead worker's job to be swept")
+    reclaimed_after = time.monotonic() - killed_at
+    error = await pool.fetchval("SELECT error FROM generation_jobs WHERE id = $1", first)
+    print(f"reclaimed {reclaimed_after:.2f}s after the kill: {error}")
+    assert "stopped heartbeating" in error
+    assert reclaimed_after <= timeout + tick + 0.5
+
+    async def second_running() -> bool:
+        return (
+            await pool.fetchval("SELECT status FROM generation_jobs WHERE id = $1", second)
+            == "generating"
+        )
+
+    await wait_for(second_running, 5, "the freed slot to be used")
+    survivor = next(process for process in processes if process is not victim)
+    assert await pool.fetchval("SELECT worker_id FROM generation_jobs WHERE id = $1", second) == (
+        f"{os.uname().nodename}:{survivor.popen.pid}"
+    )

@@ -1,0 +1,72 @@
+"""A real worker process with a test generator, for acceptance tests:
+
+    python -m tests.support.worker_process sleep 0.02 0.2
+    python -m tests.support.worker_process hang
+
+Settings come from the environment, as for `warmpool worker`. Every generation is recorded
+in the test table `generation_runs` (job, attempt, pid), which the test creates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+import asyncpg
+
+from generation.ledger import Ledger
+from generation.worker import ClaimedJob, Completion
+from server import database
+from server.runtime import WorkerRuntime
+from server.settings import from_environment
+from tests.support.generators import Recording, Sleeping
+
+RUNS_TABLE = """CREATE TABLE IF NOT EXISTS generation_runs (
+    job_id bigint NOT NULL, attempt int NOT NULL, pid int NOT NULL, at timestamptz DEFAULT now()
+)"""
+
+
+class RecordedInDatabase(Recording):
+    def __init__(self, pool: asyncpg.Pool, inner: Recording) -> None:
+        super().__init__()
+        self._pool = pool
+        self._inner = inner
+
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Completion:
+        await self._pool.execute(
+            "INSERT INTO generation_runs (job_id, attempt, pid) VALUES ($1, $2, $3)",
+            job.id,
+            job.attempt,
+            os.getpid(),
+        )
+        return await self._inner.generate(job, ledger)
+
+
+class Hanging(Recording):
+    async def work(self, job: ClaimedJob) -> None:
+        await asyncio.sleep(3600)
+
+
+async def main(mode: str, arguments: list[str]) -> None:
+    settings = from_environment()
+    assert settings.database_url
+    pool = await database.create_pool(settings.database_url)
+    inner = (
+        Sleeping(float(arguments[0]), float(arguments[1]), seed=os.getpid())
+        if mode == "sleep"
+        else Hanging()
+    )
+    runtime = WorkerRuntime(pool, settings.database_url, settings, RecordedInDatabase(pool, inner))
+    await runtime.start()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    print("worker ready", flush=True)
+    await stop.wait()
+    await runtime.stop()
+    await pool.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2:]))
