@@ -1,0 +1,107 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from core.domains import DomainMapError, load, parse
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = {
+    "tracks": {"backend-engineer": ["python-backend"], "marketing-manager": ["marketing-copy"]},
+    "domains": {
+        "python-backend": {"kind": "technical", "language": "python", "target": 20},
+        "marketing-copy": {
+            "kind": "non_technical",
+            "language": "none",
+            "target": 5,
+            "retire_after": 30,
+        },
+    },
+}
+
+
+def test_the_shipped_map_loads() -> None:
+    domain_map = load(ROOT / "domain_map.yaml")
+    assert "backend-engineer" in domain_map.tracks
+    assert {domain.language for domain in domain_map.domains.values()} == {
+        "python",
+        "javascript",
+        "sql",
+        "none",
+    }
+
+
+def test_kind_defaults_and_overrides() -> None:
+    domain_map = parse(GOOD, "map.yaml")
+    assert domain_map.domains["python-backend"].retire_after == 100
+    assert domain_map.domains["marketing-copy"].retire_after == 30
+    assert domain_map.domains["python-backend"].review == "human"
+    assert domain_map.domains["python-backend"].sabotage_must_fail == "all"
+    assert [domain.name for domain in domain_map.domains_for("backend-engineer")] == [
+        "python-backend"
+    ]
+
+
+def broken(**changes: object) -> dict[str, object]:
+    document = yaml.safe_load(yaml.safe_dump(GOOD))
+    for path, value in changes.items():
+        *parents, leaf = path.split("__")
+        node = document
+        for parent in parents:
+            node = node[parent.replace("_", "-") if parent not in ("tracks", "domains") else parent]
+        node[leaf] = value
+    return document
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (
+            broken(tracks__backend_engineer=["python-backnd"]),
+            "map.yaml: tracks.backend_engineer names domain 'python-backnd', which is not defined "
+            "under domains (did you mean 'python-backend'?)",
+        ),
+        (
+            broken(domains__python_backend__kind="techincal"),
+            "map.yaml: domains.python-backend.kind: expected one of technical | non_technical, got "
+            "'techincal' (did you mean 'technical'?)",
+        ),
+        (
+            broken(domains__python_backend__language="rust"),
+            "domains.python-backend.language: expected one of python | javascript | sql | none, got 'rust'",
+        ),
+        (
+            broken(domains__python_backend__colour="red"),
+            "domains.python-backend: unknown key 'colour'",
+        ),
+        (
+            broken(domains__python_backend__target=-1),
+            "domains.python-backend.target: expected a whole number",
+        ),
+        (
+            broken(domains__python_backend__retire_after=0),
+            "retire_after: expected a positive whole number",
+        ),
+        (
+            broken(domains__marketing_copy__review="proof"),
+            "review: 'proof' needs a technical domain",
+        ),
+        ({"tracks": {}, "domains": {}}, "domains: define at least one domain"),
+        (["not", "a", "map"], "the document: expected a mapping"),
+        ({**GOOD, "extra": 1}, "the document: unknown key 'extra'"),
+    ],
+)
+def test_a_bad_map_names_the_file_the_entry_and_the_fault(document: object, message: str) -> None:
+    with pytest.raises(DomainMapError) as raised:
+        parse(document, "map.yaml")
+    assert message in str(raised.value)
+
+
+def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
+    with pytest.raises(DomainMapError, match="cannot read the domain map"):
+        load(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tracks: [unclosed")
+    with pytest.raises(DomainMapError, match="not valid YAML"):
+        load(bad)

@@ -1,0 +1,61 @@
+import pytest
+
+from server.settings import Settings, SettingsError, from_environment
+
+
+def test_defaults_work_on_one_machine() -> None:
+    settings = from_environment({})
+    assert settings.database_url is None
+    assert (settings.global_cap, settings.max_pending, settings.user_cap) == (40, 200, 3)
+    assert settings.tick_seconds == 10
+    assert settings.worker_name
+
+
+def test_values_are_read_and_converted() -> None:
+    settings = from_environment(
+        {
+            "WARMPOOL_GLOBAL_CAP": "5",
+            "WARMPOOL_TICK_SECONDS": "0.5",
+            "WARMPOOL_DOMAIN_MAP": "maps/x.yaml",
+        }
+    )
+    assert (settings.global_cap, settings.tick_seconds, str(settings.domain_map)) == (
+        5,
+        0.5,
+        "maps/x.yaml",
+    )
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        (
+            {"WARMPOOL_GLOBAL_CAP": "lots"},
+            "WARMPOOL_GLOBAL_CAP='lots' is not valid: expected a whole number",
+        ),
+        (
+            {"WARMPOOL_USER_CAP": "0"},
+            "WARMPOOL_USER_CAP='0' is not valid: expected a whole number of at least 1",
+        ),
+        (
+            {"WARMPOOL_TICK_SECONDS": "-1"},
+            "WARMPOOL_TICK_SECONDS='-1' is not valid: expected a number of seconds",
+        ),
+        ({"WARMPOOL_DATABASE_URL": "mysql://x"}, "expected a postgresql:// URL"),
+        ({"OPENAI_BASE_URL": "localhost:8080"}, "OPENAI_BASE_URL='localhost:8080' is not valid"),
+        (
+            {"WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS": "900"},
+            "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS (900) must be below WARMPOOL_STUCK_AFTER_SECONDS (600)",
+        ),
+    ],
+)
+def test_a_bad_value_names_the_variable_and_what_is_wrong(
+    environment: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SettingsError) as raised:
+        from_environment(environment)
+    assert message in str(raised.value)
+
+
+def test_blank_means_default() -> None:
+    assert from_environment({"WARMPOOL_GLOBAL_CAP": "  "}).global_cap == Settings().global_cap
