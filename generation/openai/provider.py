@@ -1,0 +1,136 @@
+"""The openai provider: a model writes the mission and plants the bug, through the official SDK.
+
+Each try of a call is a ledger row under the job's attempt, written before the request goes
+out. The SDK's own retries are off (it would retry read timeouts and every 5xx, which may
+have billed); ours retry only what is known not to have billed (see failures.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+import msgspec
+import openai
+from openai.types.chat import ChatCompletion
+
+from core.domains import Domain
+from generation.drafts import MissionDraft, SabotageDraft
+from generation.ledger import CallRecord, Ledger, Purpose
+from generation.openai import checks, prompting
+from generation.openai.answers import AnswerFormat, UnusableAnswer
+from generation.openai.failures import RetryPolicy, classify
+from generation.openai.prices import PriceTable
+from generation.provider import ProviderError
+
+log = logging.getLogger(__name__)
+
+Draft = TypeVar("Draft", bound=msgspec.Struct)
+
+
+class OpenAIProvider:
+    name = "openai"
+    prompt_version = prompting.PROMPT_VERSION
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str,
+        prices: PriceTable,
+        timeout_seconds: float,
+        base_url: str | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.model = model
+        self._price = prices.for_model(model)
+        self._timeout_seconds = timeout_seconds
+        self._retry = retry or RetryPolicy()
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0
+        )
+        self._mission = AnswerFormat("mission", MissionDraft)
+        self._sabotage = AnswerFormat("sabotage", SabotageDraft)
+
+    async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
+        return await self._ask(
+            "generate",
+            prompting.mission_prompt(domain, seed=seed),
+            self._mission,
+            lambda draft: checks.check_mission(domain, draft),
+            seed=seed,
+            ledger=ledger,
+        )
+
+    async def plant_bug(
+        self,
+        domain: Domain,
+        mission: MissionDraft,
+        *,
+        seed: int,
+        try_number: int,
+        ledger: Ledger,
+    ) -> SabotageDraft:
+        return await self._ask(
+            "sabotage",
+            prompting.sabotage_prompt(domain, mission, try_number=try_number),
+            self._sabotage,
+            lambda draft: checks.check_sabotage(domain, mission, draft),
+            seed=seed,
+            ledger=ledger,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def _ask(
+        self,
+        purpose: Purpose,
+        prompt: str,
+        answer: AnswerFormat[Draft],
+        accept: Callable[[Draft], Draft],
+        *,
+        seed: int,
+        ledger: Ledger,
+    ) -> Draft:
+        tries = 0
+        while True:
+            tries += 1
+            async with ledger.call(purpose, self.name, self.model) as record:
+                try:
+                    completion = await self._client.chat.completions.create(
+                        model=self.model,
+                        messages=[{"role": "user", "content": prompt}],
+                        response_format=answer.response_format(),
+                        seed=seed,
+                    )
+                except openai.APIError as error:
+                    failure = classify(error, self._timeout_seconds)
+                    record.outcome, record.error = failure.outcome, failure.message
+                    if not failure.retryable:
+                        raise ProviderError(failure.message) from error
+                    log.info("%s call, try %d, not billed: %s", purpose, tries, failure.message)
+                else:
+                    return self._read(completion, record, answer, accept)
+            await self._retry.sleep(self._retry.wait(failure, tries))
+
+    def _read(
+        self,
+        completion: ChatCompletion,
+        record: CallRecord,
+        answer: AnswerFormat[Draft],
+        accept: Callable[[Draft], Draft],
+    ) -> Draft:
+        usage = completion.usage
+        if usage is None:
+            log.warning("the model API reported no token usage; the call is recorded as free")
+        else:
+            record.input_tokens = usage.prompt_tokens
+            record.output_tokens = usage.completion_tokens
+            record.cost_usd = self._price.cost(usage.prompt_tokens, usage.completion_tokens)
+        try:
+            return accept(answer.read(completion))
+        except UnusableAnswer as unusable:
+            record.outcome, record.error = unusable.outcome, str(unusable)
+            raise ProviderError(str(unusable)) from None
