@@ -1,8 +1,8 @@
-"""Dispatch: count in-flight generations from the table and claim pending jobs into the room.
+"""Dispatch: claim pending jobs into the room under the global cap, counted from the table.
 
-Runs in every worker process, on a tick and whenever a NOTIFY or a freed slot says there
-may be work. Runs never overlap within a process; across processes the dispatch lock in
-`queries.sql` makes count-then-claim atomic, so the global cap holds.
+Runs in every worker process: on the tick (sweep, then claim) and whenever a NOTIFY or a
+freed slot says there may be work (claim). Runs never overlap within a process; across
+processes the dispatch lock makes count-then-claim atomic, so the global cap holds.
 """
 
 from __future__ import annotations
@@ -13,18 +13,15 @@ from datetime import datetime
 
 import asyncpg
 
-from core.sql import Connection, Queries
+from core.sql import Queries
+from generation.jobs import ClaimedJob
 from generation.sweeper import Sweeper
-from generation.worker import ClaimedJob, Worker
+from generation.worker import Worker
 
 queries = Queries("generation")
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "warmpool_jobs"
-
-
-class _CountFailed(Exception):
-    pass
 
 
 class Dispatcher:
@@ -43,78 +40,69 @@ class Dispatcher:
         self._sweeper = sweeper
         self._global_cap = global_cap
         self._replenish_cap = replenish_cap
-        self._count_timeout = f"{max(1, int(count_timeout_seconds * 1000))}ms"
+        self._count_timeout = count_timeout_seconds
         self._running = False
-        self._again = False
+        self._sweep_due = False
+        self._claim_due = False
+        self._background: set[asyncio.Task[None]] = set()
 
     async def run_once(self, now: datetime | None = None) -> list[ClaimedJob]:
-        """Sweep, then claim what fits and hand it to the worker. Returns the claimed jobs."""
+        """One tick: sweep, then claim. Returns the claimed jobs."""
         try:
             await self._sweeper.run_once(now)
         except (asyncpg.PostgresError, OSError) as error:
             log.warning("sweep failed, will retry next tick: %s", error)
+        return await self.claim(now)
+
+    async def claim(self, now: datetime | None = None) -> list[ClaimedJob]:
         want = self._worker.free_slots()
         if want <= 0:
             return []
         try:
-            claimed = await self._claim(want, now)
-        except _CountFailed:
+            async with self._pool.acquire() as connection, connection.transaction():
+                await connection.execute(queries["dispatch_lock"])
+                rows = await connection.fetch(
+                    queries["job_claim_within_cap"],
+                    want,
+                    self._global_cap,
+                    self._replenish_cap,
+                    self._worker.id,
+                    now,
+                    timeout=self._count_timeout,
+                )
+        except (asyncpg.PostgresError, OSError) as error:
+            # Counting in-flight jobs failed (or the claim did): the system counts as full.
+            log.warning("claim failed, claiming nothing until the next try: %s", error)
             return []
+        claimed = [ClaimedJob(**dict(row)) for row in rows]
         for job in claimed:
             self._worker.start(job)
         return claimed
 
-    async def _claim(self, want: int, now: datetime | None) -> list[ClaimedJob]:
-        async with self._pool.acquire() as connection:
-            try:
-                async with connection.transaction():
-                    await connection.execute(queries["dispatch_lock"])
-                    counts = await self._count(connection)
-                    free = min(want, self._global_cap - counts["total"])
-                    replenish_free = min(free, self._replenish_cap - counts["replenish"])
-                    if free <= 0:
-                        return []
-                    rows = await connection.fetch(
-                        queries["job_claim_pending"],
-                        free,
-                        max(0, replenish_free),
-                        self._worker.id,
-                        now,
-                    )
-            except (asyncpg.PostgresError, OSError) as error:
-                log.warning("claim failed, will retry next tick: %s", error)
-                return []
-        return [ClaimedJob(**dict(row)) for row in rows]
+    async def tick(self) -> None:
+        self._sweep_due = True
+        await self._run_due()
 
-    async def _count(self, connection: Connection) -> asyncpg.Record:
-        # If the count cannot be had, the system counts as full: claiming blind could pass the cap.
-        try:
-            await connection.execute(queries["statement_timeout_local"], self._count_timeout)
-            counts = await connection.fetchrow(queries["jobs_count_generating"])
-            await connection.execute(queries["statement_timeout_local"], "0")
-        except (asyncpg.PostgresError, OSError) as error:
-            log.error(  # noqa: TRY400 (an expected outage, not a bug: no traceback)
-                "counting in-flight generations failed; claiming nothing: %s", error
-            )
-            raise _CountFailed from error
-        assert counts is not None
-        return counts
+    def wake(self) -> None:
+        self._claim_due = True
+        if not self._running:
+            task = asyncio.get_running_loop().create_task(self._run_due())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
-    async def run_guarded(self) -> None:
-        """Run now, or once more right after the run in progress: runs never overlap."""
-        self._again = True
+    async def _run_due(self) -> None:
+        # Runs never overlap: a request during a run makes the loop go round once more.
+        self._claim_due = True
         if self._running:
             return
         self._running = True
         try:
-            while self._again:
-                self._again = False
-                await self.run_once()
+            while self._claim_due:
+                self._claim_due = False
+                if self._sweep_due:
+                    self._sweep_due = False
+                    await self.run_once()
+                else:
+                    await self.claim()
         finally:
             self._running = False
-
-    def wake(self) -> None:
-        if self._running:
-            self._again = True
-        else:
-            asyncio.get_running_loop().create_task(self.run_guarded())

@@ -9,10 +9,10 @@
 SELECT pg_advisory_xact_lock(2, hashtext($1::text));
 
 -- name: job_insert_within_limits
--- One statement: count the user's active jobs and the pending depth, insert only when both
--- are under their limits, and NOTIFY the dispatchers (delivered when the transaction commits).
--- The per-user count is exact because the caller holds user_lock; the depth is a soft limit
--- that concurrent enqueues may overshoot by at most their number.
+-- One statement: count the user's active jobs and the pending depth, and insert only when
+-- both are under their limits. The per-user count is exact because the caller holds
+-- user_lock; the depth is a soft limit that concurrent enqueues may overshoot by at most
+-- their number.
 WITH active AS (
     SELECT count(*) AS jobs FROM generation_jobs
     WHERE user_id = $2::text AND status IN ('pending', 'generating', 'awaiting_review')
@@ -34,13 +34,15 @@ inserted AS (
     WHERE active.jobs < $5::int AND depth.pending < $6::int
       AND ($1::text = 'interactive' OR depth.replenish_pending < $9::int)
     RETURNING id
-),
-notified AS (
-    SELECT pg_notify('warmpool_jobs', inserted.id::text) FROM inserted
 )
-SELECT (SELECT id FROM inserted) AS job_id, active.jobs AS active_jobs, depth.pending,
-       (SELECT count(*) FROM notified) AS notified
+SELECT (SELECT id FROM inserted) AS job_id, active.jobs AS active_jobs, depth.pending
 FROM active, depth;
+
+-- name: dispatchers_wake
+-- Sent after the enqueue has committed, in a transaction of its own that writes nothing:
+-- a NOTIFY inside the enqueue would hold Postgres's cluster-wide notify lock across that
+-- transaction's commit flush, and serialize every enqueue behind the disk.
+SELECT pg_notify('warmpool_jobs', '');
 
 -- name: job_cancel_if_pending
 UPDATE generation_jobs SET status = 'cancelled', finished_at = now()
@@ -49,7 +51,7 @@ RETURNING id;
 
 -- name: job_view
 -- A job as the API shows it: its queue position follows the dispatch order of
--- job_claim_pending (interactive lane first, then fair_time, then id), and its spend sums
+-- job_claim_within_cap (interactive lane first, then fair_time, then id), and its spend sums
 -- the ledger.
 SELECT j.id, j.status, j.lane, j.user_id, j.track, j.domain, j.attempt, j.created_at,
        j.started_at, j.finished_at, j.error, j.mission_id, j.instance_id,
@@ -71,43 +73,52 @@ CROSS JOIN LATERAL (
 WHERE j.id = $1::bigint;
 
 -- name: dispatch_lock
--- Dispatchers in every process take this transaction lock before counting and claiming, so
+-- Dispatchers in every process take this transaction lock before job_claim_within_cap, so
 -- the count of in-flight jobs cannot go stale between the count and the claim: two workers
--- dispatching at the same moment run one after the other, and the second sees the first's
--- claims (the lock is released only after the claim commits). A claim takes a millisecond,
--- so serializing them costs little, and a claim takes many jobs at once.
+-- dispatching at the same moment run one after the other, and the second one's statement
+-- starts (and takes its snapshot) only after the first one's claims have committed, since
+-- the lock is released at commit. A claim takes about a millisecond and many jobs at once,
+-- so serializing claims costs little; a counter row would instead serialize every
+-- completion too.
 SELECT pg_advisory_xact_lock(1, 0);
 
--- name: jobs_count_generating
-SELECT count(*) AS total, count(*) FILTER (WHERE lane = 'replenish') AS replenish
-FROM generation_jobs WHERE status = 'generating';
-
--- name: job_claim_pending
--- Claims up to $1 pending jobs, interactive lane first, of which at most $2 replenish jobs.
+-- name: job_claim_within_cap
+-- Under dispatch_lock: count what is in flight, and claim what fits under the global cap ($2)
+-- and this worker's free slots ($1), interactive lane first, at most $3 replenish jobs in
+-- flight in all. One statement, so if the count fails nothing is claimed: blind is full.
 -- SKIP LOCKED passes over a row that a cancel or the sweeper holds instead of waiting on it;
 -- the status check in the UPDATE is what makes the claim conditional.
-WITH interactive AS (
+WITH in_flight AS (
+    SELECT count(*) AS total, count(*) FILTER (WHERE lane = 'replenish') AS replenish
+    FROM generation_jobs WHERE status = 'generating'
+),
+room AS (
+    SELECT greatest(0, least($1::int, $2::int - total)) AS total,
+           greatest(0, least($1::int, $2::int - total, $3::int - replenish)) AS replenish
+    FROM in_flight
+),
+interactive AS (
     SELECT id, 0 AS lane_rank, fair_time FROM generation_jobs
     WHERE status = 'pending' AND lane = 'interactive'
     ORDER BY fair_time, id
-    LIMIT $1::int
+    LIMIT (SELECT total FROM room)
     FOR UPDATE SKIP LOCKED
 ),
 replenish AS (
     SELECT id, 1 AS lane_rank, fair_time FROM generation_jobs
     WHERE status = 'pending' AND lane = 'replenish'
     ORDER BY fair_time, id
-    LIMIT $2::int
+    LIMIT (SELECT replenish FROM room)
     FOR UPDATE SKIP LOCKED
 ),
 chosen AS (
     SELECT id FROM (SELECT * FROM interactive UNION ALL SELECT * FROM replenish) candidates
     ORDER BY lane_rank, fair_time, id
-    LIMIT $1::int
+    LIMIT (SELECT total FROM room)
 )
 UPDATE generation_jobs j
-SET status = 'generating', attempt = j.attempt + 1, worker_id = $3::text,
-    started_at = coalesce($4::timestamptz, now()), heartbeat_at = coalesce($4::timestamptz, now())
+SET status = 'generating', attempt = j.attempt + 1, worker_id = $4::text,
+    started_at = coalesce($5::timestamptz, now()), heartbeat_at = coalesce($5::timestamptz, now())
 FROM chosen
 WHERE j.id = chosen.id AND j.status = 'pending'
 RETURNING j.id, j.attempt, j.lane, j.user_id, j.track, j.domain, j.created_at;
@@ -119,23 +130,32 @@ FROM unnest($1::bigint[], $2::int[]) AS held(id, attempt)
 WHERE j.id = held.id AND j.attempt = held.attempt AND j.status = 'generating'
 RETURNING j.id;
 
--- name: job_lock_if_generating
--- Taken at the start of a job's final transaction: while it is held, the sweeper cannot fail
--- the job, and if the sweeper got there first this returns nothing.
-SELECT id FROM generation_jobs
-WHERE id = $1::bigint AND attempt = $2::int AND status = 'generating'
-FOR UPDATE;
+-- name: jobs_lock_if_generating
+-- Opens the final transaction of a batch of jobs: while it holds these rows the sweeper
+-- cannot fail them, and a job the sweeper got first is simply not returned.
+SELECT j.id FROM generation_jobs j
+JOIN unnest($1::bigint[], $2::int[]) AS held(id, attempt)
+  ON j.id = held.id AND j.attempt = held.attempt
+WHERE j.status = 'generating'
+ORDER BY j.id
+FOR UPDATE OF j;
 
--- name: job_finish_if_generating
-UPDATE generation_jobs
-SET status = $3::text, error = $4::text, mission_id = $5::bigint, instance_id = $6::bigint,
-    finished_at = CASE WHEN $3::text = 'awaiting_review' THEN NULL ELSE now() END
-WHERE id = $1::bigint AND attempt = $2::int AND status = 'generating'
-RETURNING id;
+-- name: jobs_finish_if_generating
+-- The final transition of a batch, each row conditional on its job still generating under
+-- its attempt. awaiting_review is not finished: the job completes when its mission is reviewed.
+UPDATE generation_jobs j
+SET status = done.status, error = done.error, mission_id = done.mission_id,
+    instance_id = done.instance_id,
+    finished_at = CASE WHEN done.status = 'awaiting_review' THEN NULL ELSE now() END
+FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+    AS done(id, attempt, status, error, mission_id, instance_id)
+WHERE j.id = done.id AND j.attempt = done.attempt AND j.status = 'generating'
+RETURNING j.id;
 
 -- name: jobs_fail_if_stale
 -- The sweeper: a generating job whose worker stopped heartbeating, or that has run past the
--- hard limit. Conditional on status, so a completion that commits first wins.
+-- hard limit. Conditional on status, so a completion that commits first wins; rows are
+-- locked in id order, as the final transaction locks them, so the two never deadlock.
 UPDATE generation_jobs
 SET status = 'failed', finished_at = coalesce($3::timestamptz, now()),
     error = CASE
@@ -144,9 +164,14 @@ SET status = 'failed', finished_at = coalesce($3::timestamptz, now()),
         ELSE 'worker ' || worker_id || ' stopped heartbeating for more than '
              || $1::interval::text || ' (it probably died)'
     END
-WHERE status = 'generating'
-  AND (heartbeat_at < coalesce($3::timestamptz, now()) - $1::interval
-       OR started_at < coalesce($3::timestamptz, now()) - $2::interval)
+WHERE id IN (
+    SELECT id FROM generation_jobs
+    WHERE status = 'generating'
+      AND (heartbeat_at < coalesce($3::timestamptz, now()) - $1::interval
+           OR started_at < coalesce($3::timestamptz, now()) - $2::interval)
+    ORDER BY id
+    FOR UPDATE
+) AND status = 'generating'
 RETURNING id, attempt, worker_id, error;
 
 -- name: jobs_fail_if_pending_expired
@@ -200,10 +225,6 @@ SET finished_at = now(), input_tokens = $2::int, output_tokens = $3::int,
     )
 WHERE c.id = $1::bigint
 RETURNING orphaned;
-
--- name: statement_timeout_local
--- Bounds one step of the current transaction (the in-flight count, under the dispatch lock).
-SELECT set_config('statement_timeout', $1::text, true);
 
 -- name: queue_stats
 -- Per lane: pending and generating counts and the oldest pending job's age, from the partial

@@ -94,7 +94,7 @@ async def enqueue(
     limits: Limits,
     now: datetime | None = None,
 ) -> int:
-    """Insert a pending job and wake the dispatchers. Call inside a transaction."""
+    """Insert a pending job. Call inside a transaction, and `wake_dispatchers` after it."""
     if user_id is not None:
         await connection.execute(queries["user_lock"], user_id)
     row = await connection.fetchrow(
@@ -116,6 +116,11 @@ async def enqueue(
         raise UserCapReached(user_id or "", limits.user_cap)
     limit = limits.max_pending if lane == "interactive" else limits.replenish_max_pending
     raise QueueFull(row["pending"], limit)
+
+
+async def wake_dispatchers(connection: Executor) -> None:
+    """Tell every worker there is new work; without it they find it on their next tick."""
+    await connection.execute(queries["dispatchers_wake"])
 
 
 async def get(connection: Executor, job_id: str) -> Job:

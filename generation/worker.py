@@ -1,44 +1,24 @@
-"""Running claimed jobs: the in-process seatbelt, heartbeats, and the fenced final transition."""
+"""Running claimed jobs in this process: the in-process seatbelt, the generator call,
+heartbeats, and reconciling what a crashed process left behind."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Protocol
 
 import asyncpg
-import msgspec
 
-from core.sql import Connection, Queries
+from core.sql import Queries
+from generation.finisher import Ending, Failed, Finisher
+from generation.jobs import ClaimedJob
 from generation.ledger import JobLost, Ledger
-from generation.queue import Lane
 
 queries = Queries("generation")
 log = logging.getLogger(__name__)
-
-
-class ClaimedJob(msgspec.Struct, frozen=True, kw_only=True):
-    id: int
-    attempt: int
-    lane: Lane
-    user_id: str | None
-    track: str | None
-    domain: str
-    created_at: datetime
-
-
-class Finished(msgspec.Struct, frozen=True, kw_only=True):
-    status: Literal["completed", "awaiting_review"]
-    mission_id: int | None = None
-    instance_id: int | None = None
-
-
-# Stores what a generation produced, inside the job's final transaction: it runs only while
-# that transaction holds the job as generating under its attempt.
-Completion = Callable[[Connection], Awaitable[Finished]]
 
 
 class GenerationFailed(Exception):
@@ -46,7 +26,9 @@ class GenerationFailed(Exception):
 
 
 class Generator(Protocol):
-    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Completion: ...
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Ending:
+        """Produce the job's result: `Finished`, or a `Store` to run in its final transaction."""
+        ...
 
 
 class Worker:
@@ -72,6 +54,7 @@ class Worker:
         self.capacity = capacity
         self._slots = asyncio.Semaphore(capacity)
         self._running: dict[int, tuple[ClaimedJob, asyncio.Task[None]]] = {}
+        self._finisher = Finisher(pool)
         self._on_slot_freed = on_slot_freed
 
     def free_slots(self) -> int:
@@ -87,58 +70,34 @@ class Worker:
     async def _run(self, job: ClaimedJob) -> None:
         try:
             async with self._slots:
-                await self._generate_and_finish(job)
+                ending = await self._generate(job)
+                if ending is not None and not await self._finisher.finish(job, ending):
+                    _log_lost_race(job, "its final transition")
+        except asyncio.CancelledError:
+            log.warning("job %s attempt %s stopped in this process", job.id, job.attempt)
+            raise
+        except (asyncpg.PostgresError, OSError) as error:
+            log.error(  # noqa: TRY400 (an outage, not a bug; the sweeper will fail the job)
+                "job %s attempt %s: could not record its end: %s", job.id, job.attempt, error
+            )
         finally:
             del self._running[job.id]
             self._on_slot_freed()
 
-    async def _generate_and_finish(self, job: ClaimedJob) -> None:
+    async def _generate(self, job: ClaimedJob) -> Ending | None:
+        if self._generator is None:
+            return Failed("no generator configured")
         try:
-            if self._generator is None:
-                raise GenerationFailed("no generator configured")
-            completion = await self._generator.generate(
-                job, Ledger(self._pool, job.id, job.attempt)
-            )
-            await self._complete(job, completion)
+            return await self._generator.generate(job, Ledger(self._pool, job.id, job.attempt))
         except JobLost:
             _log_lost_race(job, "a model call")
-        except asyncio.CancelledError:
-            log.warning("job %s attempt %s stopped in this process", job.id, job.attempt)
-            raise
+            return None
+        except GenerationFailed as error:
+            log.info("job %s attempt %s failed: %s", job.id, job.attempt, error)
+            return Failed(str(error))
         except Exception as error:
-            message = str(error) if isinstance(error, GenerationFailed) else _describe(error)
-            if isinstance(error, GenerationFailed):
-                log.info("job %s attempt %s failed: %s", job.id, job.attempt, message)
-            else:
-                log.exception("job %s attempt %s crashed", job.id, job.attempt)
-            await self._fail(job, message)
-
-    async def _complete(self, job: ClaimedJob, completion: Completion) -> None:
-        async with self._pool.acquire() as connection, connection.transaction():
-            if (
-                await connection.fetchval(queries["job_lock_if_generating"], job.id, job.attempt)
-                is None
-            ):
-                _log_lost_race(job, "completion")
-                return
-            finished = await completion(connection)
-            await connection.execute(
-                queries["job_finish_if_generating"],
-                job.id,
-                job.attempt,
-                finished.status,
-                None,
-                finished.mission_id,
-                finished.instance_id,
-            )
-        log.info("job %s attempt %s %s", job.id, job.attempt, finished.status)
-
-    async def _fail(self, job: ClaimedJob, error: str) -> None:
-        failed = await self._pool.fetchval(
-            queries["job_finish_if_generating"], job.id, job.attempt, "failed", error, None, None
-        )
-        if failed is None:
-            _log_lost_race(job, "failure")
+            log.exception("job %s attempt %s crashed", job.id, job.attempt)
+            return Failed(f"generation crashed: {type(error).__name__}: {error}")
 
     async def heartbeat_once(self, now: datetime | None = None) -> list[ClaimedJob]:
         """Heartbeat every held job; stop and return those this worker no longer holds."""
@@ -156,7 +115,7 @@ class Worker:
         }
         lost = [job for job in held if job.id not in alive]
         for job in lost:
-            _log_lost_race(job, "heartbeat")
+            _log_lost_race(job, "a heartbeat")
             entry = self._running.get(job.id)
             if entry is not None and entry[0].attempt == job.attempt:
                 entry[1].cancel()
@@ -215,7 +174,3 @@ def _log_lost_race(job: ClaimedJob, step: str) -> None:
         job.attempt,
         step,
     )
-
-
-def _describe(error: BaseException) -> str:
-    return f"generation crashed: {type(error).__name__}: {error}"

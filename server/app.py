@@ -81,6 +81,7 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         exception_handlers=exception_handlers(),
         lifespan=[lifespan],
+        logging_config=None,  # the command line configures logging, once per process
         openapi_config=OpenAPIConfig(
             title="warmpool",
             version="1",

@@ -70,7 +70,14 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(settings: Settings, arguments: argparse.Namespace) -> int:
     app = create_app(settings, run_worker=not arguments.no_worker)
     config = uvicorn.Config(
-        app, host=arguments.host, port=arguments.port, log_config=None, lifespan="on"
+        app,
+        host=arguments.host,
+        port=arguments.port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        loop="uvloop",
+        http="httptools",
     )
     uvicorn.Server(config).run()
     return 0

@@ -26,6 +26,7 @@ async def create_pool(url: str, *, max_size: int = 20) -> asyncpg.Pool:
         min_size=1,
         max_size=max_size,
         init=_init_connection,
+        reset=_keep_session,
         # A request or a claim never waits on a dead database longer than this.
         timeout=10,
         command_timeout=30,
@@ -41,6 +42,13 @@ async def _init_connection(connection: Connection) -> None:
         encoder=_encode_json,
         decoder=msgspec.json.decode,
     )
+
+
+async def _keep_session(_: Connection) -> None:
+    # warmpool leaves no session state on pooled connections (its advisory locks are
+    # transaction-scoped, LISTEN has its own connection), so the default release-time reset
+    # query would be a wasted round trip on every statement.
+    return
 
 
 def _encode_json(value: Any) -> str:

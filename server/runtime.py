@@ -87,7 +87,7 @@ class WorkerRuntime:
     async def _tick(self) -> None:
         if self._listener is None or self._listener.is_closed():
             await self._listen()
-        await self.dispatcher.run_guarded()
+        await self.dispatcher.tick()
 
     async def _heartbeat(self) -> None:
         try:

@@ -37,24 +37,27 @@ async def create_job(
     key = idempotency_key(key_header, required=True)
     assert key is not None
     domains = validate_user_track(data, services.domain_map)
-    caller = current_caller(request)
+    scope = current_caller(request).idempotency_scope
     fingerprint = idempotency.fingerprint("POST /v1/jobs", data)
-    async with services.pool.acquire() as connection, connection.transaction():
-        remembered = await idempotency.claim(connection, caller.idempotency_scope, key, fingerprint)
-        if remembered is None:
-            job_id = await queue.enqueue(
-                connection,
-                lane="interactive",
-                user_id=data.user_id,
-                track=data.track,
-                domain=domains[0].name,
-                limits=services.limits,
-            )
-            await idempotency.remember(connection, caller.idempotency_scope, key, job_id=job_id)
-            status = 202
-        else:
-            assert remembered.job_id is not None  # the fingerprint names this route
-            job_id, status = remembered.job_id, 200
+    async with services.pool.acquire() as connection:
+        async with connection.transaction():
+            remembered = await idempotency.claim(connection, scope, key, fingerprint)
+            if remembered is None:
+                job_id = await queue.enqueue(
+                    connection,
+                    lane="interactive",
+                    user_id=data.user_id,
+                    track=data.track,
+                    domain=domains[0].name,
+                    limits=services.limits,
+                )
+                await idempotency.remember(connection, scope, key, job_id=job_id)
+                status = 202
+            else:
+                assert remembered.job_id is not None  # the fingerprint names this route
+                job_id, status = remembered.job_id, 200
+        if status == 202:
+            await queue.wake_dispatchers(connection)
     job = await queue.get(services.pool, str(job_id))
     return Response(JobEnvelope(job=job), status_code=status)
 

@@ -16,15 +16,15 @@ HOUR = timedelta(hours=1)
 async def claim(
     pool: asyncpg.Pool, worker: str = "w:1", now: datetime | None = None, want: int = 10
 ) -> list[int]:
-    rows = await pool.fetch(queries["job_claim_pending"], want, want, worker, now)
+    rows = await pool.fetch(queries["job_claim_within_cap"], want, 100, 100, worker, now)
     return [row["id"] for row in rows]
 
 
 async def finish(pool: asyncpg.Pool, job_id: int, attempt: int, status: str) -> bool:
-    row = await pool.fetchval(
-        queries["job_finish_if_generating"], job_id, attempt, status, None, None, None
+    rows = await pool.fetch(
+        queries["jobs_finish_if_generating"], [job_id], [attempt], [status], [None], [None], [None]
     )
-    return row is not None
+    return len(rows) == 1
 
 
 async def test_claim_moves_pending_to_generating_and_bumps_the_attempt(pool: asyncpg.Pool) -> None:

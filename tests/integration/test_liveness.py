@@ -8,9 +8,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from generation.finisher import Finished
+from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
 from generation.sweeper import Sweeper
-from generation.worker import ClaimedJob, Completion, Worker
+from generation.worker import Worker
 from tests.integration.test_dispatch import MINUTE, dispatcher
 from tests.support.generators import Crashing, Gated, Recording
 from tests.support.jobs import enqueue, status_of
@@ -76,7 +78,7 @@ class TwoCalls(Recording):
         self.go_on = asyncio.Event()
         self.second_started = False
 
-    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Completion:
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Finished:
         async with ledger.call("generate", "test", "test-model"):
             pass
         self.between.set()

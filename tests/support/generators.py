@@ -9,24 +9,21 @@ import asyncio
 import random
 from collections import Counter
 
+from generation.finisher import Finished
+from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
-from generation.worker import ClaimedJob, Completion, Finished
-
-
-async def _completed(_: object) -> Finished:
-    return Finished(status="completed")
 
 
 class Recording:
     def __init__(self) -> None:
         self.calls: Counter[tuple[int, int]] = Counter()
 
-    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Completion:
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Finished:
         self.calls[(job.id, job.attempt)] += 1
         async with ledger.call("generate", "test", "test-model") as record:
             record.input_tokens, record.output_tokens = 10, 20
             await self.work(job)
-        return _completed
+        return Finished(status="completed")
 
     async def work(self, job: ClaimedJob) -> None:
         """What happens during the model call."""

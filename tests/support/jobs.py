@@ -19,16 +19,19 @@ async def enqueue(
     limits: queue.Limits = LIMITS,
     now: datetime | None = None,
 ) -> int:
-    async with pool.acquire() as connection, connection.transaction():
-        return await queue.enqueue(
-            connection,
-            lane="interactive" if user_id else "replenish",
-            user_id=user_id,
-            track="backend-engineer" if user_id else None,
-            domain=domain,
-            limits=limits,
-            now=now,
-        )
+    async with pool.acquire() as connection:
+        async with connection.transaction():
+            job_id = await queue.enqueue(
+                connection,
+                lane="interactive" if user_id else "replenish",
+                user_id=user_id,
+                track="backend-engineer" if user_id else None,
+                domain=domain,
+                limits=limits,
+                now=now,
+            )
+        await queue.wake_dispatchers(connection)
+    return job_id
 
 
 async def status_of(pool: asyncpg.Pool, job_id: int) -> asyncpg.Record:

@@ -16,8 +16,9 @@ import sys
 
 import asyncpg
 
+from generation.finisher import Finished
+from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
-from generation.worker import ClaimedJob, Completion
 from server import database
 from server.runtime import WorkerRuntime
 from server.settings import from_environment
@@ -34,7 +35,7 @@ class RecordedInDatabase(Recording):
         self._pool = pool
         self._inner = inner
 
-    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Completion:
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Finished:
         await self._pool.execute(
             "INSERT INTO generation_runs (job_id, attempt, pid) VALUES ($1, $2, $3)",
             job.id,

@@ -1,0 +1,107 @@
+"""The final transition of jobs, in batches: jobs that end while one final transaction runs
+share the next one, so a busy worker pays a few round trips per batch, not per job."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import asyncpg
+import msgspec
+
+from core.sql import Connection, Queries
+from generation.jobs import ClaimedJob
+
+queries = Queries("generation")
+log = logging.getLogger(__name__)
+
+
+class Finished(msgspec.Struct, frozen=True, kw_only=True):
+    status: Literal["completed", "awaiting_review"]
+    mission_id: int | None = None
+    instance_id: int | None = None
+
+
+# What a generation must write in the job's final transaction (storing its mission, say).
+# It runs only while that transaction holds the job as generating under its attempt, so a
+# worker that lost its job writes nothing.
+Store = Callable[[Connection], Awaitable[Finished]]
+
+
+class Failed(msgspec.Struct, frozen=True):
+    error: str
+
+
+Ending = Finished | Store | Failed
+
+
+@dataclass
+class _Pending:
+    job: ClaimedJob
+    ending: Ending
+    done: asyncio.Future[bool] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class Finisher:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self._waiting: list[_Pending] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def finish(self, job: ClaimedJob, ending: Ending) -> bool:
+        """Record how `job` ended; False when it was no longer this attempt's to end."""
+        pending = _Pending(job, ending)
+        self._waiting.append(pending)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_while_waiting())
+        return await asyncio.shield(pending.done)
+
+    async def _flush_while_waiting(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                held = await self._flush(batch)
+            except (asyncpg.PostgresError, OSError) as error:
+                # The jobs stay generating without heartbeats: the sweeper fails them later.
+                for pending in batch:
+                    pending.done.set_exception(error)
+                continue
+            for pending in batch:
+                pending.done.set_result(pending.job.id in held)
+
+    async def _flush(self, batch: list[_Pending]) -> set[int]:
+        async with self._pool.acquire() as connection, connection.transaction():
+            locked = await connection.fetch(
+                queries["jobs_lock_if_generating"],
+                [pending.job.id for pending in batch],
+                [pending.job.attempt for pending in batch],
+            )
+            held = {row["id"] for row in locked}
+            rows = [
+                await _final_row(connection, p.job, p.ending) for p in batch if p.job.id in held
+            ]
+            if rows:
+                await connection.execute(
+                    queries["jobs_finish_if_generating"], *zip(*rows, strict=True)
+                )
+        return held
+
+
+async def _final_row(
+    connection: Connection, job: ClaimedJob, ending: Ending
+) -> tuple[int, int, str, str | None, int | None, int | None]:
+    if callable(ending):
+        try:
+            async with connection.transaction():  # a savepoint: one failed store spares the batch
+                ending = await ending(connection)
+        except Exception as error:
+            log.exception("storing the result of job %s attempt %s failed", job.id, job.attempt)
+            ending = Failed(f"storing the result failed: {type(error).__name__}: {error}")
+    if isinstance(ending, Failed):
+        return (job.id, job.attempt, "failed", ending.error, None, None)
+    return (job.id, job.attempt, ending.status, None, ending.mission_id, ending.instance_id)
