@@ -52,6 +52,9 @@ def _without_comments(body: str) -> str:
     return "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("--"))
 
 
+# What a database outage or a lost connection raises: handled as "try again later".
+DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+
 # A connection, whether made directly or lent by a pool.
 Connection = asyncpg.Connection | asyncpg.pool.PoolConnectionProxy
 # Where a query can run: the pool, for one statement, or a connection (in a transaction).

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import asyncpg
 
-from core.sql import Queries
+from core.sql import DATABASE_ERRORS, Queries
 from generation.jobs import ClaimedJob
 from generation.sweeper import Sweeper
 from generation.worker import Worker
@@ -50,7 +50,7 @@ class Dispatcher:
         """One tick: sweep, then claim. Returns the claimed jobs."""
         try:
             await self._sweeper.run_once(now)
-        except (asyncpg.PostgresError, OSError) as error:
+        except DATABASE_ERRORS as error:
             log.warning("sweep failed, will retry next tick: %s", error)
         return await self.claim(now)
 
@@ -70,7 +70,7 @@ class Dispatcher:
                     now,
                     timeout=self._count_timeout,
                 )
-        except (asyncpg.PostgresError, OSError) as error:
+        except DATABASE_ERRORS as error:
             # Counting in-flight jobs failed (or the claim did): the system counts as full.
             log.warning("claim failed, claiming nothing until the next try: %s", error)
             return []

@@ -12,7 +12,7 @@ from typing import Literal
 import asyncpg
 import msgspec
 
-from core.sql import Connection, Queries
+from core.sql import DATABASE_ERRORS, Connection, Queries
 from generation.jobs import ClaimedJob
 
 queries = Queries("generation")
@@ -66,7 +66,7 @@ class Finisher:
             batch, self._waiting = self._waiting, []
             try:
                 held = await self._flush(batch)
-            except (asyncpg.PostgresError, OSError) as error:
+            except DATABASE_ERRORS as error:
                 # The jobs stay generating without heartbeats: the sweeper fails them later.
                 for pending in batch:
                     pending.done.set_exception(error)

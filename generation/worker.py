@@ -12,7 +12,7 @@ from typing import Protocol
 
 import asyncpg
 
-from core.sql import Queries
+from core.sql import DATABASE_ERRORS, Queries
 from generation.finisher import Ending, Failed, Finisher
 from generation.jobs import ClaimedJob
 from generation.ledger import JobLost, Ledger
@@ -76,7 +76,7 @@ class Worker:
         except asyncio.CancelledError:
             log.warning("job %s attempt %s stopped in this process", job.id, job.attempt)
             raise
-        except (asyncpg.PostgresError, OSError) as error:
+        except DATABASE_ERRORS as error:
             log.error(  # noqa: TRY400 (an outage, not a bug; the sweeper will fail the job)
                 "job %s attempt %s: could not record its end: %s", job.id, job.attempt, error
             )

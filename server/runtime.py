@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from core.sql import Connection
+from core.sql import DATABASE_ERRORS, Connection
 from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
 from generation.retention import Retention
 from generation.sweeper import Sweeper
@@ -36,7 +36,7 @@ class WorkerRuntime:
             pool,
             generator,
             name=settings.worker_name,
-            capacity=settings.global_cap,
+            capacity=settings.worker_slots,
             on_slot_freed=self._wake,
         )
         self.sweeper = Sweeper(
@@ -92,7 +92,7 @@ class WorkerRuntime:
     async def _heartbeat(self) -> None:
         try:
             await self.worker.heartbeat_once()
-        except (asyncpg.PostgresError, OSError) as error:
+        except DATABASE_ERRORS as error:
             log.warning("heartbeat failed, will retry: %s", error)
 
     async def _listen(self) -> None:
@@ -101,7 +101,7 @@ class WorkerRuntime:
         try:
             self._listener = await asyncpg.connect(self._database_url)
             await self._listener.add_listener(NOTIFY_CHANNEL, self._on_notify)
-        except (asyncpg.PostgresError, OSError) as error:
+        except DATABASE_ERRORS as error:
             self._listener = None
             log.warning("LISTEN failed, dispatching on the tick only until it works: %s", error)
 

@@ -43,6 +43,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     prices_file: Path | None = None
     offline_delay_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     worker_name: str = ""
+    # How many generations one worker process runs at once; unset: the global cap, the
+    # one-machine default. Several workers share the global cap; a smaller per-worker
+    # figure spreads the generations (and their proofs) over the machines.
+    worker_concurrency: Count | None = None
+
+    @property
+    def worker_slots(self) -> int:
+        return min(self.worker_concurrency or self.global_cap, self.global_cap)
 
     @property
     def heartbeat_interval_seconds(self) -> float:
@@ -73,6 +81,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "WARMPOOL_OPENAI_TIMEOUT_SECONDS": ("openai_timeout_seconds", "a number of seconds above 0"),
     "WARMPOOL_PRICES_FILE": ("prices_file", "the path of a YAML file of model prices"),
     "WARMPOOL_OFFLINE_DELAY_SECONDS": ("offline_delay_seconds", "a number of seconds, 0 or more"),
+    "WARMPOOL_WORKER_CONCURRENCY": (
+        "worker_concurrency",
+        "a whole number of at least 1 (generations per worker process)",
+    ),
     "WARMPOOL_WORKER_NAME": ("worker_name", "a name for this machine, unique among workers"),
 }
 
