@@ -7,6 +7,10 @@ RETURNING id;
 -- name: api_key_by_hash
 SELECT id, name, role FROM api_keys WHERE key_hash = $1::bytea AND revoked_at IS NULL;
 
+-- name: api_key_by_id
+-- A reviewer UI session names its key by id; a revoked key ends the session.
+SELECT id, name, role FROM api_keys WHERE id = $1::bigint AND revoked_at IS NULL;
+
 -- name: api_keys_exist
 SELECT EXISTS (SELECT 1 FROM api_keys);
 
