@@ -47,6 +47,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # one-machine default. Several workers share the global cap; a smaller per-worker
     # figure spreads the generations (and their proofs) over the machines.
     worker_concurrency: Count | None = None
+    # Encrypts and signs the reviewer UI's session cookies. Unset: a random secret kept in
+    # data_dir/secret_key; API processes on several machines need one secret set here.
+    secret_key: Annotated[str, msgspec.Meta(min_length=32)] | None = None
 
     @property
     def worker_slots(self) -> int:
@@ -86,6 +89,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "a whole number of at least 1 (generations per worker process)",
     ),
     "WARMPOOL_WORKER_NAME": ("worker_name", "a name for this machine, unique among workers"),
+    "WARMPOOL_SECRET_KEY": ("secret_key", "at least 32 characters of random text"),
 }
 
 
