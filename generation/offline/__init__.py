@@ -1,1 +1,5 @@
 """The offline provider: a built-in catalog of real missions and a procedural saboteur."""
+
+from generation.offline.provider import OfflineProvider
+
+__all__ = ["OfflineProvider"]

@@ -1,0 +1,53 @@
+"""The offline provider: missions from the built-in catalog, bugs planted procedurally.
+
+No model is called, so every ledger row costs nothing; an optional delay per call simulates
+model time for demos and load tests. Choices follow the seed (the job id): different jobs get
+different missions and bugs, and the same job always gets the same ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from core.domains import Domain
+from generation.drafts import MissionDraft, SabotageDraft
+from generation.ledger import Ledger
+from generation.offline import catalog, saboteur
+from generation.provider import ProviderError
+
+MODEL = "offline-catalog"
+
+
+class OfflineProvider:
+    name = "offline"
+
+    def __init__(self, delay_seconds: float) -> None:
+        self._delay_seconds = delay_seconds
+        self._catalog = catalog.load()
+
+    async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
+        # The catalog has missions in every language a domain may have.
+        choices = [mission for mission in self._catalog if mission.language == domain.language]
+        async with ledger.call("generate", self.name, MODEL):
+            await asyncio.sleep(self._delay_seconds)
+            return random.Random(f"mission:{seed}").choice(choices).draft()
+
+    async def plant_bug(
+        self,
+        domain: Domain,
+        mission: MissionDraft,
+        *,
+        seed: int,
+        try_number: int,
+        ledger: Ledger,
+    ) -> SabotageDraft:
+        source = next((entry for entry in self._catalog if entry.wrote(mission)), None)
+        if source is None:
+            raise ProviderError(
+                f"the offline saboteur plants bugs in catalog missions only, and "
+                f"{mission.title!r} is not one of them"
+            )
+        async with ledger.call("sabotage", self.name, MODEL):
+            await asyncio.sleep(self._delay_seconds)
+            return saboteur.sabotage(source, seed=seed, try_number=try_number)
