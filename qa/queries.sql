@@ -1,0 +1,59 @@
+-- Queries of the pool's missions (missions): storing proven missions and reviewing them.
+-- Every review transition is a conditional UPDATE on the expected state: zero rows means the
+-- mission was not in that state (another reviewer won, or it was never there), and the
+-- caller writes nothing.
+
+
+-- name: mission_insert_unless_duplicate
+-- The content hash's unique constraint decides between two generations of the same mission,
+-- concurrent ones too: the second one inserts nothing and gets no id back.
+-- A mission approved by its proof ($18 = 'approved') is reviewed now, by 'proof' ($19).
+INSERT INTO missions (
+    domain, kind, language, title, brief, gold_files, test_files, sabotaged_files,
+    bug_summary, grader_hint, proof, provider, prompt_version, job_id, requested_by,
+    max_serves, content_hash, qa_status, reviewed_by, reviewed_at, review_note
+)
+VALUES (
+    $1::text, $2::text, $3::text, $4::text, $5::text, $6::jsonb, $7::jsonb, $8::jsonb,
+    $9::text, $10::text, $11::jsonb, $12::text, $13::text, $14::bigint, $15::text,
+    $16::int, $17::bytea, $18::text, $19::text,
+    CASE WHEN $19::text IS NULL THEN NULL ELSE now() END, $20::text
+)
+ON CONFLICT ON CONSTRAINT missions_content_hash_unique DO NOTHING
+RETURNING id;
+
+-- name: missions_list
+-- The review queue: missions a waiting user asked for (an interactive job) first, then the
+-- oldest first. The limit bounds an answer as the history of reviewed missions grows.
+SELECT id, domain, kind, language, title, qa_status, proof->>'verdict' AS verdict,
+       requested_by, serve_count, max_serves, retired_at, reviewed_by, reviewed_at, created_at
+FROM missions
+WHERE qa_status = $1::text AND ($2::text IS NULL OR domain = $2::text)
+ORDER BY requested_by IS NULL, created_at, id
+LIMIT $3::int;
+
+-- name: mission_by_id
+SELECT * FROM missions WHERE id = $1::bigint;
+
+-- name: mission_approve_if_awaiting_review
+-- Two reviewers at once: the second one's UPDATE waits on the first one's row lock, then
+-- re-reads the row, finds it reviewed, and updates nothing. A retired mission is never
+-- served, so approving it would promise a waiting user an instance that cannot be made.
+UPDATE missions
+SET qa_status = 'approved', reviewed_by = $2::text, reviewed_at = now(), review_note = $3::text
+WHERE id = $1::bigint AND qa_status = 'awaiting_review' AND retired_at IS NULL
+RETURNING *;
+
+-- name: mission_reject_if_awaiting_review
+UPDATE missions
+SET qa_status = 'rejected', reviewed_by = $2::text, reviewed_at = now(), review_note = $3::text
+WHERE id = $1::bigint AND qa_status = 'awaiting_review'
+RETURNING *;
+
+-- name: mission_retire_unless_retired
+-- Serving picks only rows with retired_at IS NULL (the missions_servable index), under a row
+-- lock: once this commits, no serve can take the mission again.
+UPDATE missions
+SET retired_at = now(), retired_by = $2::text, retire_reason = $3::text
+WHERE id = $1::bigint AND retired_at IS NULL
+RETURNING *;
