@@ -8,6 +8,7 @@ from typing import Literal
 import asyncpg
 import msgspec
 
+from core.ids import parse_id
 from core.sql import Connection, Executor, Queries
 
 queries = Queries("generation")
@@ -124,7 +125,7 @@ async def wake_dispatchers(connection: Executor) -> None:
 
 
 async def get(connection: Executor, job_id: str) -> Job:
-    number = _parse_id(job_id)
+    number = parse_id(job_id)
     row = await connection.fetchrow(queries["job_view"], number) if number else None
     if row is None:
         raise JobNotFound(job_id)
@@ -132,7 +133,7 @@ async def get(connection: Executor, job_id: str) -> Job:
 
 
 async def cancel(connection: Executor, job_id: str) -> Job:
-    number = _parse_id(job_id)
+    number = parse_id(job_id)
     cancelled = (
         await connection.fetchval(queries["job_cancel_if_pending"], number) if number else None
     )
@@ -140,13 +141,6 @@ async def cancel(connection: Executor, job_id: str) -> Job:
     if cancelled is None:
         raise JobNotPending(job)
     return job
-
-
-def _parse_id(job_id: str) -> int | None:
-    # Ids are decimal strings; anything else names no job (404, not a validation error).
-    if not job_id.isdigit() or len(job_id) > 18:
-        return None
-    return int(job_id)
 
 
 def _optional_id(value: int | None) -> str | None:

@@ -18,7 +18,7 @@ from generation.queue import Limits
 from server import database, migrate
 from server.auth import KeyStore, bootstrap_keys
 from server.errors import exception_handlers
-from server.routes import health, jobs, operators
+from server.routes import health, jobs, operators, serve
 from server.runtime import WorkerRuntime
 from server.services import Services, provide_services
 from server.settings import Settings
@@ -77,6 +77,9 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
             jobs.read_job,
             jobs.cancel_job,
             operators.read_queue,
+            serve.serve,
+            serve.read_instance,
+            serve.user_instances,
         ],
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         exception_handlers=exception_handlers(),

@@ -24,6 +24,7 @@ from generation.queue import (
     QueueFull,
     UserCapReached,
 )
+from pool.serving import InstanceNotFound
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     QueueFull: (503, "Generation queue is full", RETRY_AFTER_SECONDS),
     JobNotFound: (404, "Job not found", None),
     JobNotPending: (409, "Job is not pending", None),
+    InstanceNotFound: (404, "Instance not found", None),
 }
 
 DATABASE_UNAVAILABLE = (

@@ -13,6 +13,7 @@ from core import idempotency
 from generation import queue
 from server.auth import current_caller, requires
 from server.routes.common import UserTrack, idempotency_key, problems, validate_user_track
+from server.routes.interactive import enqueue_for_user
 from server.services import Services
 
 
@@ -43,14 +44,7 @@ async def create_job(
         async with connection.transaction():
             remembered = await idempotency.claim(connection, scope, key, fingerprint)
             if remembered is None:
-                job_id = await queue.enqueue(
-                    connection,
-                    lane="interactive",
-                    user_id=data.user_id,
-                    track=data.track,
-                    domain=domains[0].name,
-                    limits=services.limits,
-                )
+                job_id = await enqueue_for_user(connection, services, data, domains)
                 await idempotency.remember(connection, scope, key, job_id=job_id)
                 status = 202
             else:
@@ -58,7 +52,7 @@ async def create_job(
                 job_id, status = remembered.job_id, 200
         if status == 202:
             await queue.wake_dispatchers(connection)
-    job = await queue.get(services.pool, str(job_id))
+        job = await queue.get(connection, str(job_id))
     return Response(JobEnvelope(job=job), status_code=status)
 
 

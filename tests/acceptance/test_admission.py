@@ -88,7 +88,9 @@ async def test_a_full_queue_sheds_new_work_with_503_and_leaves_in_flight_work_al
                 assert answer.headers["retry-after"].isdigit()
                 assert "queue is full (4 pending jobs, limit 4)" in answer.json()["detail"]
     assert answers == [202, 202, 202, 202, 503, 503, 503]
-    assert await pool.fetchval("SELECT count(*) FROM generation_jobs WHERE status = 'generating'") == 3
+    assert (
+        await pool.fetchval("SELECT count(*) FROM generation_jobs WHERE status = 'generating'") == 3
+    )
     assert await pool.fetchval("SELECT count(*) FROM generation_jobs WHERE status = 'pending'") == 4
 
 

@@ -4,7 +4,7 @@ import asyncpg
 
 from core.sql import Queries
 
-PACKAGES = ("core", "server", "generation")
+PACKAGES = ("core", "server", "generation", "pool")
 
 
 async def test_every_named_query_prepares(pool: asyncpg.Pool) -> None:

@@ -6,7 +6,7 @@ import pytest
 from core.sql import Queries, parse
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["core", "server", "generation"]
+PACKAGES = ["core", "server", "generation", "pool"]
 USE = re.compile(r'queries\["([a-z_0-9]+)"\]')
 
 

@@ -1,0 +1,111 @@
+-- Queries of serving: the missions' serve counts and retirement, and mission_instances.
+
+-- name: mission_serve_least_served
+-- One statement: pick the least-served approved, unretired mission of the allowed domains
+-- that this user does not have yet, count the serve, retire the mission when the count
+-- reaches its limit, and snapshot the candidate's instance.
+-- Only a mission at the lowest committed count may be taken, so counts stay within one of
+-- each other however many serves run at once; SKIP LOCKED spreads concurrent serves over
+-- the missions at that level instead of queueing them on one row. The conditions are
+-- re-checked on the locked row, and the CHECK on serve_count <= max_serves makes an
+-- over-serve impossible whatever happens. With $5 set: only that mission, whose lock the
+-- caller already holds after waiting for it.
+WITH eligible AS (
+    SELECT m.id, m.serve_count FROM missions m
+    WHERE m.domain = ANY($1::text[])
+      AND m.qa_status = 'approved' AND m.retired_at IS NULL  -- the missions_servable index
+      AND NOT EXISTS (
+          SELECT 1 FROM mission_instances i WHERE i.mission_id = m.id AND i.user_id = $2::text
+      )
+),
+chosen AS (
+    SELECT m.id FROM missions m
+    JOIN eligible e ON e.id = m.id
+    -- m's own count, not e's: the lock re-checks it on the row's latest version.
+    WHERE m.serve_count = (SELECT min(serve_count) FROM eligible)
+      AND ($5::bigint IS NULL OR m.id = $5::bigint)
+    ORDER BY m.id
+    LIMIT 1
+    FOR UPDATE OF m SKIP LOCKED
+),
+served AS (
+    UPDATE missions m
+    SET serve_count = m.serve_count + 1,
+        retired_at = CASE WHEN m.serve_count + 1 >= m.max_serves
+                          THEN coalesce($4::timestamptz, now()) END,
+        retire_reason = CASE WHEN m.serve_count + 1 >= m.max_serves
+                             THEN 'served ' || m.max_serves || ' times' END
+    FROM chosen
+    WHERE m.id = chosen.id AND m.qa_status = 'approved' AND m.retired_at IS NULL
+    RETURNING m.id, m.domain, m.language, m.title, m.brief, m.sabotaged_files, m.test_files,
+              m.serve_count
+)
+INSERT INTO mission_instances
+    (mission_id, user_id, track, domain, language, title, brief, files, serve_number, created_at)
+SELECT id, $2::text, $3::text, domain, language, title, brief, sabotaged_files || test_files,
+       serve_count, coalesce($4::timestamptz, now())
+FROM served
+RETURNING id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
+          created_at;
+
+-- name: mission_serve_to_waiting_user
+-- When a mission is approved, the user whose interactive job asked for it gets it, counted
+-- as a serve like any other (and retiring it if that was its last).
+WITH served AS (
+    UPDATE missions m
+    SET serve_count = m.serve_count + 1,
+        retired_at = CASE WHEN m.serve_count + 1 >= m.max_serves THEN now() END,
+        retire_reason = CASE WHEN m.serve_count + 1 >= m.max_serves
+                             THEN 'served ' || m.max_serves || ' times' END
+    WHERE m.id = $1::bigint AND m.qa_status = 'approved' AND m.retired_at IS NULL
+    RETURNING m.id, m.domain, m.language, m.title, m.brief, m.sabotaged_files, m.test_files,
+              m.serve_count
+)
+INSERT INTO mission_instances
+    (mission_id, user_id, track, domain, language, title, brief, files, serve_number)
+SELECT id, $2::text, $3::text, domain, language, title, brief, sabotaged_files || test_files,
+       serve_count
+FROM served
+ON CONFLICT ON CONSTRAINT mission_instances_once_per_user DO NOTHING
+RETURNING id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
+          created_at;
+
+-- name: mission_least_served_id
+-- When every eligible mission is locked by concurrent serves, the one to wait for.
+SELECT m.id FROM missions m
+WHERE m.domain = ANY($1::text[]) AND m.qa_status = 'approved' AND m.retired_at IS NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM mission_instances i WHERE i.mission_id = m.id AND i.user_id = $2::text
+  )
+ORDER BY m.serve_count, m.id
+LIMIT 1;
+
+-- name: mission_lock_waiting
+-- Waits for the serve holding this one row to commit, then holds it for the caller's serve.
+-- One row only: a waiter holds no other mission's lock, so waiters can never deadlock.
+SELECT id FROM missions WHERE id = $1::bigint FOR UPDATE;
+
+-- name: instance_by_id
+SELECT id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
+       created_at
+FROM mission_instances WHERE id = $1::bigint;
+
+-- name: instances_of_user
+SELECT id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
+       created_at
+FROM mission_instances WHERE user_id = $1::text
+ORDER BY created_at DESC, id DESC
+LIMIT $2::int;
+
+-- name: domains_by_stock
+-- Where an interactive generation helps most: the allowed domain with the fewest serves
+-- left in approved missions plus missions under way, then the map's order.
+SELECT d.name
+FROM unnest($1::text[]) WITH ORDINALITY AS d(name, position)
+ORDER BY (
+    SELECT coalesce(sum(m.max_serves - m.serve_count), 0) FROM missions m
+    WHERE m.domain = d.name AND m.qa_status = 'approved' AND m.retired_at IS NULL
+) + (
+    SELECT count(*) FROM missions m WHERE m.domain = d.name AND m.qa_status = 'awaiting_review'
+), d.position
+LIMIT 1;

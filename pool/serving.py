@@ -1,0 +1,124 @@
+"""Serving: a per-user instance of the least-served approved mission a track allows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+import msgspec
+
+from core.domains import Domain
+from core.ids import parse_id
+from core.sql import Connection, Executor, Queries
+
+queries = Queries("pool")
+
+USER_INSTANCES_LIMIT = 500
+# Bounds the re-planning of one serve under contention; every round waits for another serve
+# to commit, and stock is finite, so in practice a few rounds suffice.
+SERVE_ROUNDS = 100
+
+
+class Instance(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    mission_id: str
+    user_id: str
+    track: str
+    domain: str
+    language: str
+    title: str
+    brief: str
+    # The sabotaged code and the tests the candidate runs; never the gold or the bug summary.
+    files: dict[str, str]
+    serve_number: int
+    created_at: datetime
+
+
+class InstanceNotFound(Exception):
+    def __init__(self, instance_id: str) -> None:
+        super().__init__(f"there is no instance {instance_id!r}")
+
+
+async def serve(
+    connection: Connection,
+    *,
+    user_id: str,
+    track: str,
+    domains: tuple[Domain, ...],
+    now: datetime | None = None,
+) -> Instance | None:
+    """Inside a transaction: serve the user an instance, or None when there is no stock."""
+    names = [domain.name for domain in domains]
+    waited_for = None
+    for _ in range(SERVE_ROUNDS):
+        try:
+            async with connection.transaction():  # a savepoint: a lost round rolls back alone
+                if waited_for is not None:
+                    await connection.execute(queries["mission_lock_waiting"], waited_for)
+                row = await connection.fetchrow(
+                    queries["mission_serve_least_served"], names, user_id, track, now, waited_for
+                )
+                if row is None and waited_for is not None:
+                    raise _Replan
+        except asyncpg.UniqueViolationError:
+            # The same user served twice at once; the other serve's instance is now visible.
+            waited_for = None
+            continue
+        except _Replan:
+            waited_for = None
+            continue
+        if row is not None:
+            return _instance(row)
+        # Every eligible mission is locked by a concurrent serve (or there is none): wait for
+        # the least-served one, then serve it if it still is the least served.
+        waited_for = await connection.fetchval(queries["mission_least_served_id"], names, user_id)
+        if waited_for is None:
+            return None
+    return None
+
+
+class _Replan(Exception):
+    """The mission waited for is no longer the one to serve: release it and plan again."""
+
+
+async def serve_to_waiting_user(
+    connection: Connection, *, mission_id: int, user_id: str, track: str
+) -> Instance | None:
+    row = await connection.fetchrow(
+        queries["mission_serve_to_waiting_user"], mission_id, user_id, track
+    )
+    return None if row is None else _instance(row)
+
+
+async def neediest_domain(connection: Executor, domains: tuple[Domain, ...]) -> str:
+    name = await connection.fetchval(queries["domains_by_stock"], [d.name for d in domains])
+    return str(name)
+
+
+async def get(connection: Executor, instance_id: str) -> Instance:
+    number = parse_id(instance_id)
+    row = await connection.fetchrow(queries["instance_by_id"], number) if number else None
+    if row is None:
+        raise InstanceNotFound(instance_id)
+    return _instance(row)
+
+
+async def of_user(connection: Executor, user_id: str) -> list[Instance]:
+    rows = await connection.fetch(queries["instances_of_user"], user_id, USER_INSTANCES_LIMIT)
+    return [_instance(row) for row in rows]
+
+
+def _instance(row: asyncpg.Record) -> Instance:
+    return Instance(
+        id=str(row["id"]),
+        mission_id=str(row["mission_id"]),
+        user_id=row["user_id"],
+        track=row["track"],
+        domain=row["domain"],
+        language=row["language"],
+        title=row["title"],
+        brief=row["brief"],
+        files=row["files"],
+        serve_number=row["serve_number"],
+        created_at=row["created_at"],
+    )

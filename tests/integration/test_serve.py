@@ -1,0 +1,158 @@
+"""POST /v1/serve and the instances: the contract, the domain guard and idempotency."""
+
+from typing import Any
+
+import asyncpg
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from server.auth import Role
+from tests.conftest import bearer
+from tests.integration.test_http_jobs import assert_problem
+from tests.support.missions import add_mission
+
+Client = AsyncTestClient[Litestar]
+BACKEND = {"user_id": "ada", "track": "backend-engineer"}
+
+
+async def serve(
+    client: Client, keys: dict[Role, str], body: dict[str, Any], key: str | None = None
+) -> Any:
+    headers = bearer(keys["candidate_app"]) | ({"Idempotency-Key": key} if key else {})
+    return await client.post("/v1/serve", json=body, headers=headers)
+
+
+async def test_a_serve_answers_an_instance_without_gold_or_bug_summary(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    mission = await add_mission(pool, "python-backend")
+    answer = await serve(client, keys, BACKEND)
+    assert answer.status_code == 200, answer.text
+    instance = answer.json()["instance"]
+    assert set(instance) == {
+        "id",
+        "mission_id",
+        "user_id",
+        "track",
+        "domain",
+        "language",
+        "title",
+        "brief",
+        "files",
+        "serve_number",
+        "created_at",
+    }
+    assert instance["mission_id"] == str(mission)
+    assert (instance["user_id"], instance["track"], instance["serve_number"]) == (
+        "ada",
+        "backend-engineer",
+        1,
+    )
+    assert instance["files"] == {
+        "solution.py": "GOLD = False\n",
+        "test_solution.py": "def test_it(): pass\n",
+    }
+    assert "the secret bug" not in answer.text
+    assert "GOLD = True" not in answer.text
+
+    read = await client.get(
+        f"/v1/instances/{instance['id']}", headers=bearer(keys["candidate_app"])
+    )
+    assert read.json() == instance
+    assert await pool.fetchval("SELECT serve_count FROM missions WHERE id = $1", mission) == 1
+
+
+async def test_least_served_first_never_the_same_mission_twice_then_a_job(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    first, second = await add_mission(pool), await add_mission(pool)
+    await pool.execute("UPDATE missions SET serve_count = 3 WHERE id = $1", first)
+    served = [(await serve(client, keys, BACKEND)).json() for _ in range(3)]
+    assert served[0]["instance"]["mission_id"] == str(second), "the least-served first"
+    assert served[1]["instance"]["mission_id"] == str(first), "ada already has the other one"
+    assert served[2]["job"]["status"] == "pending", "ada has both: a generation for her"
+    assert served[2]["job"]["lane"] == "interactive"
+    listed = (
+        await client.get("/v1/users/ada/instances", headers=bearer(keys["candidate_app"]))
+    ).json()
+    assert [i["mission_id"] for i in listed["instances"]] == [str(first), str(second)], (
+        "newest first"
+    )
+
+
+async def test_the_domain_guard_and_what_is_never_served(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    await add_mission(pool, "marketing-copy")
+    await add_mission(pool, "python-backend", qa_status="awaiting_review")
+    await add_mission(pool, "python-backend", qa_status="rejected")
+    await add_mission(pool, "python-backend", retired=True)
+    answer = await serve(client, keys, BACKEND)
+    assert answer.status_code == 202, "nothing servable to an engineer: a job instead"
+    assert answer.json()["job"]["domain"] in {"python-backend", "sql-data"}
+    marketing = await serve(client, keys, {"user_id": "mia", "track": "marketing-manager"})
+    assert marketing.json()["instance"]["domain"] == "marketing-copy"
+
+
+async def test_a_mission_retires_on_its_last_serve(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    mission = await add_mission(pool, max_serves=2)
+    for user in ("a", "b"):
+        assert (
+            await serve(client, keys, {"user_id": user, "track": "backend-engineer"})
+        ).status_code == 200
+    row = await pool.fetchrow(
+        "SELECT serve_count, retired_at, retire_reason FROM missions WHERE id = $1", mission
+    )
+    assert row["serve_count"] == 2
+    assert row["retired_at"] is not None
+    assert row["retire_reason"] == "served 2 times"
+    assert (
+        await serve(client, keys, {"user_id": "c", "track": "backend-engineer"})
+    ).status_code == 202
+
+
+async def test_a_repeated_serve_with_one_key_answers_the_first_instance(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    await add_mission(pool)
+    await add_mission(pool)
+    first = await serve(client, keys, BACKEND, key="serve-1")
+    again = await serve(client, keys, BACKEND, key="serve-1")
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert again.json() == first.json()
+    assert await pool.fetchval("SELECT count(*) FROM mission_instances") == 1
+    other = await serve(client, keys, BACKEND | {"user_id": "bob"}, key="serve-1")
+    assert_problem(other, 409, "already used")
+
+
+async def test_a_repeated_serve_that_enqueued_answers_the_same_job(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    first = await serve(client, keys, BACKEND, key="k")
+    again = await serve(client, keys, BACKEND, key="k")
+    assert (first.status_code, again.status_code) == (202, 202)
+    assert again.json()["job"]["id"] == first.json()["job"]["id"]
+    assert await pool.fetchval("SELECT count(*) FROM generation_jobs") == 1
+
+
+async def test_bad_serves(client: Client, keys: dict[Role, str], pool: asyncpg.Pool) -> None:
+    assert_problem(
+        await serve(client, keys, {"user_id": "a", "track": "pilot"}), 422, "valid tracks"
+    )
+    assert_problem(
+        await serve(client, keys, {"user_id": "", "track": "backend-engineer"}), 422, "empty"
+    )
+    assert_problem(
+        await serve(client, keys, {"user_id": "a" * 201, "track": "backend-engineer"}), 422, "200"
+    )
+    assert_problem(await serve(client, keys, {"user_id": "a"}), 400, "track")
+    reviewer = await client.post("/v1/serve", json=BACKEND, headers=bearer(keys["qa_reviewer"]))
+    assert_problem(reviewer, 403, "candidate_app")
+    for missing in ("/v1/instances/12345", "/v1/instances/abc"):
+        assert_problem(
+            await client.get(missing, headers=bearer(keys["candidate_app"])), 404, "no instance"
+        )
+    assert await pool.fetchval("SELECT count(*) FROM generation_jobs") == 0
+    assert await pool.fetchval("SELECT count(*) FROM mission_instances") == 0
