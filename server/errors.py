@@ -25,6 +25,7 @@ from generation.queue import (
     UserCapReached,
 )
 from pool.serving import InstanceNotFound
+from qa.review import InvalidReview, MissionNotFound, MissionStateConflict
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     JobNotFound: (404, "Job not found", None),
     JobNotPending: (409, "Job is not pending", None),
     InstanceNotFound: (404, "Instance not found", None),
+    MissionNotFound: (404, "Mission not found", None),
+    MissionStateConflict: (409, "Mission is not in the expected state", None),
+    InvalidReview: (422, "Invalid review", None),
 }
 
 DATABASE_UNAVAILABLE = (
