@@ -1,0 +1,40 @@
+"""The reviewer web UI under /qa: server-rendered pages for the review workflow, signed in with
+a reviewer key.
+
+A new page is a handler listed in `router` and a template that extends base.html, whose nav bar
+lists the pages.
+"""
+
+from __future__ import annotations
+
+from litestar import Router
+from litestar.di import Provide
+from litestar.static_files import create_static_files_router
+
+from server.settings import Settings
+from server.ui import review_pages, session, sign_in
+from server.ui.rendering import EXCEPTION_HANDLERS, STATIC, template_config
+
+__all__ = ["router", "template_config"]
+
+
+def router(settings: Settings) -> Router:
+    return Router(
+        path=session.HOME,
+        route_handlers=[
+            sign_in.sign_in_page,
+            sign_in.sign_in,
+            sign_in.sign_out,
+            review_pages.queue_page,
+            review_pages.mission_page,
+            review_pages.approve,
+            review_pages.reject,
+            review_pages.retire,
+            create_static_files_router("/static", directories=[STATIC], opt={"skip_session": True}),
+        ],
+        middleware=[session.session_middleware(settings)],
+        guards=[session.check_form_token],
+        dependencies={"reviewer": Provide(session.signed_in_reviewer)},
+        exception_handlers=EXCEPTION_HANDLERS,
+        include_in_schema=False,
+    )

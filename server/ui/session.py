@@ -1,0 +1,143 @@
+"""The reviewer UI's session: an encrypted and signed HttpOnly cookie that names the signed-in
+key, a per-session token that every form posts back, and the way to the sign-in page.
+
+The cookie holds the key's id, never the key; every page looks the key up again, so a revoked
+key or a changed role ends the session within the key store's cache time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from litestar import Request
+from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
+from litestar.handlers.base import BaseRouteHandler
+from litestar.middleware.session.base import SessionMiddleware
+from litestar.middleware.session.client_side import ClientSideSessionBackend, CookieBackendConfig
+from litestar.types import ASGIApp
+
+from server.auth import Caller, Role
+from server.services import Services
+from server.settings import Settings
+
+COOKIE = "warmpool_qa"
+COOKIE_PATH = "/qa"
+SESSION_SECONDS = 12 * 3600
+SECRET_FILE = "secret_key"
+FORM_TOKEN = "csrf_token"
+REVIEWER_ROLES: tuple[Role, ...] = ("qa_reviewer", "admin")
+HOME = "/qa"
+
+
+class SignInRequired(Exception):
+    """No session, an expired one, or a key that no longer may review: sign in (again)."""
+
+    def __init__(self, next_path: str) -> None:
+        self.next_path = next_path
+        super().__init__("sign in with a reviewer key")
+
+
+class FormExpired(Exception):
+    """A POST whose form token is not this session's: a stale page, or another site's form."""
+
+
+def session_middleware(settings: Settings) -> Callable[[ASGIApp], ASGIApp]:
+    # A factory, not litestar's DefineMiddleware: registering a router deep-copies it, and the
+    # cookie's cipher cannot be copied.
+    backend = ClientSideSessionBackend(cookie_config(settings))
+
+    def middleware(app: ASGIApp) -> ASGIApp:
+        return SessionMiddleware(app, backend)
+
+    return middleware
+
+
+def cookie_config(settings: Settings) -> CookieBackendConfig:
+    return CookieBackendConfig(
+        secret=_cookie_secret(settings),
+        key=COOKIE,
+        path=COOKIE_PATH,
+        max_age=SESSION_SECONDS,
+        httponly=True,
+        samesite="lax",
+        # Static files carry no session; skipping it keeps their answers free of cookies.
+        exclude_opt_key="skip_session",
+    )
+
+
+def _cookie_secret(settings: Settings) -> bytes:
+    # AES-GCM wants exactly 32 bytes; any configured text of enough entropy maps onto them.
+    text = settings.secret_key or kept_secret(settings.data_dir / SECRET_FILE)
+    return hashlib.sha256(text.encode()).digest()
+
+
+def kept_secret(path: Path) -> str:
+    """The random secret kept at `path` (mode 0600), made on the first start: sessions survive
+    restarts, and processes starting together on one machine agree on one secret."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        draft = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+        descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(secrets.token_urlsafe(48))
+        try:
+            os.link(draft, path)  # atomic, and never replaces: the first starter's secret wins
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text(encoding="utf-8").strip()
+
+
+def form_token(request: Request[Any, Any, Any]) -> str:
+    """This session's form token, made on its first page."""
+    token = request.session.get(FORM_TOKEN)
+    if not isinstance(token, str):
+        token = secrets.token_urlsafe(32)
+        request.session[FORM_TOKEN] = token
+    return token
+
+
+def sign_in(request: Request[Any, Any, Any], caller: Caller) -> None:
+    # A fresh session: nothing from before signing in carries over, the form token included.
+    request.set_session({"key_id": caller.key_id, FORM_TOKEN: secrets.token_urlsafe(32)})
+
+
+async def check_form_token(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+) -> None:
+    """A guard on every route of the UI: each POST must carry this session's form token."""
+    if connection.scope.get("method") != "POST":
+        return
+    assert isinstance(connection, Request)
+    posted = (await connection.form()).get(FORM_TOKEN)
+    expected = connection.session.get(FORM_TOKEN)
+    if not (
+        isinstance(posted, str)
+        and isinstance(expected, str)
+        and hmac.compare_digest(posted.encode(), expected.encode())
+    ):
+        raise FormExpired("the form has expired or did not come from this site")
+
+
+async def signed_in_reviewer(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> Caller:
+    """The `reviewer` of a page: the session's key, if it still exists and may review."""
+    key_id = request.session.get("key_id")
+    caller = await services.keys.lookup_id(key_id) if isinstance(key_id, int) else None
+    if caller is None or caller.role not in REVIEWER_ROLES:
+        raise SignInRequired(request.url.path if request.method == "GET" else HOME)
+    return caller
+
+
+def safe_next(path: str | None) -> str:
+    """Where to go after signing in: a page of this UI, never another site."""
+    return path if path and path.startswith(HOME) else HOME
