@@ -15,10 +15,10 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from core import domains
 from generation.queue import Limits
-from server import database, migrate
+from server import database, migrate, ui
 from server.auth import KeyStore, bootstrap_keys
 from server.errors import exception_handlers
-from server.routes import health, jobs, operators, serve
+from server.routes import health, jobs, operators, review, serve
 from server.runtime import WorkerRuntime
 from server.services import Services, provide_services
 from server.settings import Settings
@@ -80,7 +80,14 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
             serve.serve,
             serve.read_instance,
             serve.user_instances,
+            review.list_missions,
+            review.read_mission,
+            review.approve_mission,
+            review.reject_mission,
+            review.retire_mission,
+            ui.router(settings),
         ],
+        template_config=ui.template_config(),
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         exception_handlers=exception_handlers(),
         lifespan=[lifespan],
