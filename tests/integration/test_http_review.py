@@ -1,0 +1,200 @@
+"""The review routes over HTTP: the contract, role checks, and bad input that changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from core import domains
+from server.auth import Role
+from tests.conftest import bearer
+from tests.integration.test_http_jobs import assert_problem
+from tests.support.proven_missions import PROOF, store_mission
+from tests.support.server import ROOT
+
+Client = AsyncTestClient[Litestar]
+DOMAINS = domains.load(ROOT / "domain_map.yaml").domains
+PYTHON = DOMAINS["python-backend"]
+
+
+async def snapshot(pool: asyncpg.Pool) -> list[dict[str, Any]]:
+    return [dict(row) for row in await pool.fetch("SELECT * FROM missions ORDER BY id")]
+
+
+async def test_list_and_read_a_mission(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    pooled = await store_mission(pool, PYTHON)
+    asked = await store_mission(pool, DOMAINS["sql-data"], requested_by="user-9")
+    headers = bearer(keys["qa_reviewer"])
+
+    listed = await client.get("/v1/qa/missions?status=awaiting_review", headers=headers)
+    assert listed.status_code == 200, listed.text
+    missions = listed.json()["missions"]
+    assert [mission["id"] for mission in missions] == [str(asked), str(pooled)]
+    assert missions[0]["requested_by"] == "user-9"
+    assert missions[0]["verdict"] == PROOF.verdict
+    assert missions[0]["created_at"].endswith("Z")
+    filtered = await client.get("/v1/qa/missions?domain=python-backend", headers=headers)
+    assert [mission["id"] for mission in filtered.json()["missions"]] == [str(pooled)]
+
+    read = await client.get(f"/v1/qa/missions/{pooled}", headers=headers)
+    assert read.status_code == 200, read.text
+    mission = read.json()
+    assert mission["id"] == str(pooled)
+    assert mission["qa_status"] == "awaiting_review"
+    assert (mission["serve_count"], mission["max_serves"], mission["retired_at"]) == (0, 100, None)
+    assert (
+        set(mission["gold_files"])
+        == set(mission["sabotaged_files"])
+        == {"pricing.py", "helpers.py"}
+    )
+    assert set(mission["test_files"]) == {"test_pricing.py"}
+    assert "+    return round(subtotal * (1 + discount), 2)" in mission["diff"]["pricing.py"]
+    assert mission["bug_summary"] == "total() adds the discount instead of subtracting it."
+    assert mission["grader_hint"] == "The fix is one sign in pricing.py."
+    gold = mission["proof"]["gold"]
+    assert {"command", "passed", "failed", "total", "duration_s", "log_excerpt"} <= set(gold)
+    assert (gold["passed"], gold["failed"], gold["total"]) == (2, 0, 2)
+    assert [run["failed"] for run in mission["proof"]["sabotage_tries"]] == [1]
+    assert mission["proof"]["verdict"] == PROOF.verdict
+
+
+async def test_approve_reject_and_retire_over_http(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    reviewer = bearer(keys["qa_reviewer"])
+    approved_id = await store_mission(pool, PYTHON)
+    approved = await client.post(
+        f"/v1/qa/missions/{approved_id}/approve", json={"note": "good one"}, headers=reviewer
+    )
+    assert approved.status_code == 200, approved.text
+    body = approved.json()
+    assert (body["qa_status"], body["reviewed_by"], body["review_note"]) == (
+        "approved",
+        "test-qa_reviewer",
+        "good one",
+    )
+    assert body["reviewed_at"].endswith("Z")
+    again = await client.post(f"/v1/qa/missions/{approved_id}/approve", json={}, headers=reviewer)
+    assert_problem(again, 409, "is approved by test-qa_reviewer", "awaiting review")
+    late = await client.post(
+        f"/v1/qa/missions/{approved_id}/reject", json={"reason": "no"}, headers=reviewer
+    )
+    assert_problem(late, 409, "only a mission awaiting review can be rejected")
+
+    rejected_id = await store_mission(pool, PYTHON)
+    rejected = await client.post(
+        f"/v1/qa/missions/{rejected_id}/reject",
+        json={"reason": "tests leak the fix"},
+        headers=reviewer,
+    )
+    assert rejected.status_code == 200, rejected.text
+    assert (rejected.json()["qa_status"], rejected.json()["review_note"]) == (
+        "rejected",
+        "tests leak the fix",
+    )
+
+    admin = bearer(keys["admin"])
+    retired = await client.post(
+        f"/v1/qa/missions/{approved_id}/retire", json={"reason": "seen online"}, headers=admin
+    )
+    assert retired.status_code == 200, retired.text
+    assert retired.json()["retired_at"].endswith("Z")
+    assert (retired.json()["retired_by"], retired.json()["retire_reason"]) == (
+        "test-admin",
+        "seen online",
+    )
+    twice = await client.post(
+        f"/v1/qa/missions/{approved_id}/retire", json={"reason": "again"}, headers=reviewer
+    )
+    assert_problem(twice, 409, "already retired by test-admin")
+
+
+async def test_roles(client: Client, keys: dict[Role, str], pool: asyncpg.Pool) -> None:
+    mission_id = await store_mission(pool, PYTHON)
+    before = await snapshot(pool)
+    candidate_app = bearer(keys["candidate_app"])
+    for method, path, body in [
+        ("GET", "/v1/qa/missions", None),
+        ("GET", f"/v1/qa/missions/{mission_id}", None),
+        ("POST", f"/v1/qa/missions/{mission_id}/approve", {}),
+        ("POST", f"/v1/qa/missions/{mission_id}/reject", {"reason": "r"}),
+        ("POST", f"/v1/qa/missions/{mission_id}/retire", {"reason": "r"}),
+    ]:
+        response = await client.request(method, path, json=body, headers=candidate_app)
+        assert_problem(response, 403, "'qa_reviewer'", "'candidate_app'")
+        assert_problem(await client.request(method, path, json=body), 401, "Bearer")
+        unknown = await client.request(method, path, json=body, headers=bearer("wp_unknown"))
+        assert_problem(unknown, 401, "not known")
+    assert await snapshot(pool) == before
+
+    reviewer_serves = await client.post(
+        "/v1/jobs",
+        json={"user_id": "u-1", "track": "backend-engineer"},
+        headers=bearer(keys["qa_reviewer"]) | {"Idempotency-Key": "k"},
+    )
+    assert_problem(reviewer_serves, 403, "'candidate_app'", "'qa_reviewer'")
+    assert await pool.fetchval("SELECT count(*) FROM generation_jobs") == 0
+
+    admin = await client.get("/v1/qa/missions", headers=bearer(keys["admin"]))
+    assert admin.status_code == 200
+
+
+BAD_REQUESTS: list[tuple[str, str, str, Any, int, str]] = [
+    ("reject, empty reason", "POST", "{id}/reject", {"reason": ""}, 422, "reason is empty"),
+    ("reject, blank reason", "POST", "{id}/reject", {"reason": "  "}, 422, "reason is empty"),
+    ("retire, empty reason", "POST", "{id}/retire", {"reason": ""}, 422, "reason is empty"),
+    ("reject, no reason", "POST", "{id}/reject", {}, 400, "reason"),
+    ("retire, no body", "POST", "{id}/retire", None, 400, "could not be read"),
+    ("approve, long note", "POST", "{id}/approve", {"note": "n" * 2001}, 422, "limit is 2000"),
+    ("retire, long reason", "POST", "{id}/retire", {"reason": "r" * 2001}, 422, "limit is 2000"),
+    ("approve, note not text", "POST", "{id}/approve", {"note": 5}, 400, "note"),
+    ("approve, unknown field", "POST", "{id}/approve", {"verdict": "ok"}, 400, "verdict"),
+    ("approve, unknown id", "POST", "999999/approve", {}, 404, "no mission '999999'"),
+    ("approve, word id", "POST", "abc/approve", {}, 404, "no mission 'abc'"),
+    ("retire, negative id", "POST", "-1/retire", {"reason": "r"}, 404, "no mission"),
+    ("read, word id", "GET", "abc", None, 404, "no mission 'abc'"),
+    ("read, huge id", "GET", "9" * 30, None, 404, "no mission"),
+    ("list, unknown status", "GET", "?status=retired", None, 422, "status must be one of"),
+    ("list, unknown domain", "GET", "?domain=python", None, 422, "known domains: javascript"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "detail"),
+    [case[1:] for case in BAD_REQUESTS],
+    ids=[case[0] for case in BAD_REQUESTS],
+)
+async def test_bad_input_gets_a_problem_and_changes_nothing(
+    client: Client,
+    keys: dict[Role, str],
+    pool: asyncpg.Pool,
+    method: str,
+    path: str,
+    body: Any,
+    status: int,
+    detail: str,
+) -> None:
+    mission_id = await store_mission(pool, PYTHON)
+    before = await snapshot(pool)
+    url = "/v1/qa/missions" + ("" if path.startswith("?") else "/") + path.format(id=mission_id)
+    response = await client.request(method, url, json=body, headers=bearer(keys["qa_reviewer"]))
+    assert_problem(response, status, detail)
+    assert await snapshot(pool) == before
+
+
+async def test_the_routes_are_in_the_published_contract(client: Client) -> None:
+    paths = set((await client.get("/schema/openapi.json")).json()["paths"])
+    assert {
+        "/v1/qa/missions",
+        "/v1/qa/missions/{mission_id}",
+        "/v1/qa/missions/{mission_id}/approve",
+        "/v1/qa/missions/{mission_id}/reject",
+        "/v1/qa/missions/{mission_id}/retire",
+    } <= paths
+    assert not any(path.startswith("/qa") for path in paths), "the browser UI is not API"

@@ -1,0 +1,172 @@
+"""The reviewer UI over HTTP: signing in, the session cookie, the form token on every POST, and
+a decision made through a form."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import asyncpg
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from core import domains
+from server.auth import Role
+from tests.support.proven_missions import store_mission
+from tests.support.server import ROOT
+
+Client = AsyncTestClient[Litestar]
+PYTHON = domains.load(ROOT / "domain_map.yaml").domains["python-backend"]
+TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def form_token(page: Any) -> str:
+    match = TOKEN.search(page.text)
+    assert match, "the page has a form with the session's token"
+    return match[1]
+
+
+async def sign_in(client: Client, key: str) -> Any:
+    page = await client.get("/qa/sign-in")
+    return await client.post(
+        "/qa/sign-in",
+        data={"key": key, "next": "/qa", "csrf_token": form_token(page)},
+        follow_redirects=False,
+    )
+
+
+async def status_of(pool: asyncpg.Pool, mission_id: int) -> tuple[str, str | None]:
+    row = await pool.fetchrow(
+        "SELECT qa_status, reviewed_by FROM missions WHERE id = $1", mission_id
+    )
+    assert row is not None
+    return row["qa_status"], row["reviewed_by"]
+
+
+@pytest.mark.parametrize("path", ["/qa", "/qa/missions/1"])
+async def test_a_browser_without_a_session_is_sent_to_sign_in(client: Client, path: str) -> None:
+    response = await client.get(path, follow_redirects=False)
+    assert response.status_code == 303
+    assert response.headers["location"] == f"/qa/sign-in?next={path.replace('/', '%2F')}"
+
+
+async def test_signing_in_sets_an_http_only_same_site_cookie_without_the_key(
+    client: Client, keys: dict[Role, str]
+) -> None:
+    response = await sign_in(client, keys["qa_reviewer"])
+    assert response.status_code == 303, response.text
+    assert response.headers["location"] == "/qa"
+    cookie = response.headers["set-cookie"]
+    assert cookie.startswith("warmpool_qa=")
+    assert "HttpOnly" in cookie
+    assert "SameSite=lax" in cookie
+    assert "Path=/qa" in cookie
+    assert keys["qa_reviewer"] not in cookie
+    queue = await client.get("/qa")
+    assert queue.status_code == 200
+    assert "Signed in as <strong>test-qa_reviewer</strong>" in queue.text
+
+
+@pytest.mark.parametrize(
+    ("role", "message"),
+    [(None, "This key is not known"), ("candidate_app", "has the role candidate_app")],
+)
+async def test_only_a_reviewer_or_admin_key_signs_in(
+    client: Client, keys: dict[Role, str], role: Role | None, message: str
+) -> None:
+    response = await sign_in(client, keys[role] if role else "wp_not-a-key")
+    assert response.status_code == 403
+    assert message in response.text
+    assert "text/html" in response.headers["content-type"]
+    assert (await client.get("/qa", follow_redirects=False)).status_code == 303
+
+
+async def test_a_tampered_cookie_is_no_session(client: Client, keys: dict[Role, str]) -> None:
+    await sign_in(client, keys["qa_reviewer"])
+    value = client.cookies["warmpool_qa"]
+    client.cookies.set("warmpool_qa", value[:-8] + "AAAAAAAA", path="/qa")
+    assert (await client.get("/qa", follow_redirects=False)).status_code == 303
+
+
+async def test_approve_through_the_form_and_see_the_mission_leave_the_queue(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    mission_id = await store_mission(pool, PYTHON, title="The discount that adds up")
+    await sign_in(client, keys["qa_reviewer"])
+    queue = await client.get("/qa")
+    assert "The discount that adds up" in queue.text
+    page = await client.get(f"/qa/missions/{mission_id}")
+    assert page.status_code == 200
+    assert "<del>    return round(subtotal * (1 - discount), 2)</del>" in page.text
+    assert "<ins>    return round(subtotal * (1 + discount), 2)</ins>" in page.text
+
+    approved = await client.post(
+        f"/qa/missions/{mission_id}/approve",
+        data={"note": "clear and fair", "csrf_token": form_token(page)},
+        follow_redirects=False,
+    )
+    assert approved.status_code == 303
+    assert approved.headers["location"] == "/qa"
+    assert await status_of(pool, mission_id) == ("approved", "test-qa_reviewer")
+    queue = await client.get("/qa")
+    assert "The discount that adds up” approved." in queue.text
+    assert f'href="/qa/missions/{mission_id}"' not in queue.text
+
+    again = await client.post(
+        f"/qa/missions/{mission_id}/reject",
+        data={"reason": "changed my mind", "csrf_token": form_token(page)},
+        follow_redirects=False,
+    )
+    assert again.headers["location"] == f"/qa/missions/{mission_id}"
+    shown = await client.get(again.headers["location"])
+    assert "Nothing was changed: mission" in shown.text
+    assert await status_of(pool, mission_id) == ("approved", "test-qa_reviewer")
+
+
+async def test_every_post_needs_the_session_form_token(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    mission_id = await store_mission(pool, PYTHON)
+    await sign_in(client, keys["qa_reviewer"])
+    for token in (None, "forged"):
+        data = {"reason": "not mine"} | ({"csrf_token": token} if token else {})
+        response = await client.post(f"/qa/missions/{mission_id}/reject", data=data)
+        assert response.status_code == 403
+        assert "This form has expired" in response.text
+    assert await status_of(pool, mission_id) == ("awaiting_review", None)
+    signed_out = await client.post("/qa/sign-out", data={}, follow_redirects=False)
+    assert signed_out.status_code == 403, "signing out takes the token too"
+
+
+async def test_a_rejection_needs_a_reason_and_sign_out_ends_the_session(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    mission_id = await store_mission(pool, PYTHON)
+    await sign_in(client, keys["admin"])
+    page = await client.get(f"/qa/missions/{mission_id}")
+    token = form_token(page)
+    refused = await client.post(
+        f"/qa/missions/{mission_id}/reject", data={"reason": " ", "csrf_token": token}
+    )
+    assert "reason is empty" in refused.text
+    assert await status_of(pool, mission_id) == ("awaiting_review", None)
+
+    out = await client.post("/qa/sign-out", data={"csrf_token": token}, follow_redirects=False)
+    assert out.headers["location"] == "/qa/sign-in"
+    assert (await client.get("/qa", follow_redirects=False)).status_code == 303
+
+
+async def test_an_unknown_mission_is_a_404_page(client: Client, keys: dict[Role, str]) -> None:
+    await sign_in(client, keys["qa_reviewer"])
+    for mission_id in ("999999", "abc"):
+        response = await client.get(f"/qa/missions/{mission_id}")
+        assert response.status_code == 404
+        assert "text/html" in response.headers["content-type"]
+        assert "there is no mission" in response.text
+
+
+async def test_the_stylesheet_is_served_without_a_session(client: Client) -> None:
+    response = await client.get("/qa/static/qa.css")
+    assert response.status_code == 200
+    assert "set-cookie" not in response.headers
