@@ -42,6 +42,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     openai_timeout_seconds: Seconds = 120.0
     prices_file: Path | None = None
     offline_delay_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    # A sabotage whose proof fails is planted again, up to this many tries (each billed).
+    sabotage_tries: Count = 3
+    # Proofs this worker runs at once, each in its own sandbox slot.
+    proof_slots: Count = 2
+    proof_time_limit_seconds: Seconds = 30.0
+    # The Postgres (with pgTAP) where SQL proofs get their throwaway databases; unset: the
+    # server of warmpool's own database.
+    proof_database_url: str | None = None
     worker_name: str = ""
     # How many generations one worker process runs at once; unset: the global cap, the
     # one-machine default. Several workers share the global cap; a smaller per-worker
@@ -84,6 +92,16 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "WARMPOOL_OPENAI_TIMEOUT_SECONDS": ("openai_timeout_seconds", "a number of seconds above 0"),
     "WARMPOOL_PRICES_FILE": ("prices_file", "the path of a YAML file of model prices"),
     "WARMPOOL_OFFLINE_DELAY_SECONDS": ("offline_delay_seconds", "a number of seconds, 0 or more"),
+    "WARMPOOL_SABOTAGE_TRIES": ("sabotage_tries", "a whole number of at least 1"),
+    "WARMPOOL_PROOF_SLOTS": ("proof_slots", "a whole number of at least 1"),
+    "WARMPOOL_PROOF_TIME_LIMIT_SECONDS": (
+        "proof_time_limit_seconds",
+        "a number of seconds above 0",
+    ),
+    "WARMPOOL_PROOF_DATABASE_URL": (
+        "proof_database_url",
+        "a postgresql:// URL of a server with pgTAP, with the right to create databases and roles",
+    ),
     "WARMPOOL_WORKER_CONCURRENCY": (
         "worker_concurrency",
         "a whole number of at least 1 (generations per worker process)",
@@ -124,6 +142,11 @@ def _check_relations(settings: Settings) -> None:
         raise SettingsError(
             f"WARMPOOL_DATABASE_URL={url!r} is not valid: expected a postgresql:// URL, "
             "or leave it unset to use the embedded database"
+        )
+    proof_url = settings.proof_database_url
+    if proof_url is not None and not proof_url.startswith(("postgresql://", "postgres://")):
+        raise SettingsError(
+            f"WARMPOOL_PROOF_DATABASE_URL={proof_url!r} is not valid: expected a postgresql:// URL"
         )
     base = settings.openai_base_url
     if base is not None and not base.startswith(("http://", "https://")):
