@@ -8,6 +8,7 @@ lists the pages.
 from __future__ import annotations
 
 from litestar import Router
+from litestar.datastructures import ResponseHeader
 from litestar.di import Provide
 from litestar.static_files import create_static_files_router
 
@@ -16,6 +17,17 @@ from server.ui import review_pages, session, sign_in
 from server.ui.rendering import EXCEPTION_HANDLERS, STATIC, template_config
 
 __all__ = ["router", "template_config"]
+
+# Pages show what candidates must never see, and hold buttons that change the pool: never
+# cached, never framed by another site, no resource but this server's own.
+PAGE_HEADERS = [
+    ResponseHeader(name="Cache-Control", value="no-store"),
+    ResponseHeader(name="X-Frame-Options", value="DENY"),
+    ResponseHeader(
+        name="Content-Security-Policy", value="default-src 'self'; frame-ancestors 'none'"
+    ),
+    ResponseHeader(name="Referrer-Policy", value="same-origin"),
+]
 
 
 def router(settings: Settings) -> Router:
@@ -36,5 +48,6 @@ def router(settings: Settings) -> Router:
         guards=[session.check_form_token],
         dependencies={"reviewer": Provide(session.signed_in_reviewer)},
         exception_handlers=EXCEPTION_HANDLERS,
+        response_headers=PAGE_HEADERS,
         include_in_schema=False,
     )

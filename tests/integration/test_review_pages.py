@@ -66,6 +66,9 @@ async def test_signing_in_sets_an_http_only_same_site_cookie_without_the_key(
     queue = await client.get("/qa")
     assert queue.status_code == 200
     assert "Signed in as <strong>test-qa_reviewer</strong>" in queue.text
+    assert queue.headers["cache-control"] == "no-store"
+    assert queue.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in queue.headers["content-security-policy"]
 
 
 @pytest.mark.parametrize(
