@@ -27,13 +27,12 @@ from server.auth import Caller, Role
 from server.services import Services
 from server.settings import Settings
 
+HOME = "/qa"
 COOKIE = "warmpool_qa"
-COOKIE_PATH = "/qa"
 SESSION_SECONDS = 12 * 3600
 SECRET_FILE = "secret_key"
 FORM_TOKEN = "csrf_token"
 REVIEWER_ROLES: tuple[Role, ...] = ("qa_reviewer", "admin")
-HOME = "/qa"
 
 
 class SignInRequired(Exception):
@@ -63,7 +62,7 @@ def cookie_config(settings: Settings) -> CookieBackendConfig:
     return CookieBackendConfig(
         secret=_cookie_secret(settings),
         key=COOKIE,
-        path=COOKIE_PATH,
+        path=HOME,
         max_age=SESSION_SECONDS,
         httponly=True,
         samesite="lax",
