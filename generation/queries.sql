@@ -235,3 +235,22 @@ SELECT lanes.lane,
        (SELECT extract(epoch FROM coalesce($1::timestamptz, now()) - min(created_at))
         FROM generation_jobs WHERE status = 'pending' AND lane = lanes.lane) AS oldest_pending_age_s
 FROM (VALUES ('interactive'), ('replenish')) AS lanes(lane);
+
+-- name: jobs_by_domain
+-- Per domain, what replenishment counts: pending and generating jobs of both lanes; how the
+-- generations created in [$2, $3] ended (a mission, or a failure before one: a job failed by
+-- its mission's rejection names the mission, and counts as a review outcome instead); and
+-- the domain's last replenish job, whose id names the state a replenishment pass saw.
+-- Retention bounds the rows scanned.
+SELECT d.domain,
+       count(j.id) FILTER (WHERE j.status = 'pending') AS pending,
+       count(j.id) FILTER (WHERE j.status = 'generating') AS generating,
+       count(j.id) FILTER (WHERE j.mission_id IS NOT NULL AND j.created_at >= $2::timestamptz
+                             AND j.created_at <= $3::timestamptz) AS generated,
+       count(j.id) FILTER (WHERE j.status = 'failed' AND j.mission_id IS NULL
+                             AND j.created_at >= $2::timestamptz
+                             AND j.created_at <= $3::timestamptz) AS failed,
+       max(j.id) FILTER (WHERE j.lane = 'replenish') AS last_replenish_job_id
+FROM unnest($1::text[]) AS d(domain)
+LEFT JOIN generation_jobs j ON j.domain = d.domain
+GROUP BY d.domain;

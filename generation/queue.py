@@ -215,3 +215,28 @@ async def stats(
 
 def _optional_float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+class DomainJobs(msgspec.Struct, frozen=True, kw_only=True):
+    pending: int
+    generating: int
+    # Of the generations created in the window: those that made a mission, those that failed.
+    generated: int
+    failed: int
+    last_replenish_job_id: int | None
+
+
+async def jobs_by_domain(
+    connection: Executor, domains: list[str], *, since: datetime, now: datetime
+) -> dict[str, DomainJobs]:
+    rows = await connection.fetch(queries["jobs_by_domain"], domains, since, now)
+    return {
+        row["domain"]: DomainJobs(
+            pending=row["pending"],
+            generating=row["generating"],
+            generated=row["generated"],
+            failed=row["failed"],
+            last_replenish_job_id=row["last_replenish_job_id"],
+        )
+        for row in rows
+    }
