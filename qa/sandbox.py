@@ -1,0 +1,246 @@
+"""Running one command confined, and leaving nothing of it behind.
+
+Every run starts with an empty environment, as its slot's uid, under resource limits set by
+`prlimit` (CPU seconds, address space, processes, file size, open files, no core files),
+in its own session. Untrusted code also runs inside bubblewrap: no network, no other
+processes in sight, the system and toolchains mounted read-only, the workspace the only
+writable place, and the command as the namespace's first process, so the whole namespace
+dies with it.
+
+A hard time limit and an output cap end a run with SIGKILL. Whatever ends it (the command,
+a limit, a crash, the caller's cancellation), every process of the run is killed before
+`run` returns: the sandbox first, then anything still alive under the slot's uid, found by
+pid, including processes that left the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from qa import processes
+from qa.slots import Slot
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+_HEAD_BYTES = 16 * 1024
+_TAIL_BYTES = 48 * 1024
+
+Isolation = Literal["bubblewrap", "limits"]
+
+# Read-only beside /usr, where a dynamic loader and runtimes look.
+_SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
+_MERGED_USR = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_s: float
+    address_space: int
+    processes: int = 64
+    file_size: int = 64 * MIB
+    open_files: int = 512
+    output: int = 8 * MIB
+
+    def prlimit_options(self) -> list[str]:
+        return [
+            f"--cpu={math.ceil(self.wall_s) + 1}",
+            f"--as={self.address_space}",
+            f"--nproc={self.processes}",
+            f"--fsize={self.file_size}",
+            f"--nofile={self.open_files}",
+            "--core=0",
+        ]
+
+
+@dataclass(frozen=True)
+class Execution:
+    exit_code: int | None  # None when the sandbox ended the run
+    problem: str | None  # why the run proves nothing, if the sandbox knows
+    output: str  # stdout and stderr together, the start and the end when long
+    duration_s: float
+
+
+class Sandbox:
+    def __init__(self, *, prlimit: Path, bubblewrap: Path | None, readonly: Sequence[Path]) -> None:
+        self._prlimit = prlimit
+        self._bubblewrap = bubblewrap
+        self._readonly = tuple(readonly)
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        workspace: Path,
+        slot: Slot,
+        limits: Limits,
+        env: Mapping[str, str],
+        isolation: Isolation,
+    ) -> Execution:
+        command = [str(self._prlimit), *limits.prlimit_options(), "--"]
+        if isolation == "bubblewrap":
+            command += self._bubblewrap_options(workspace)
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        try:
+            transport, run = await loop.subprocess_exec(
+                lambda: _Run(limits.output, loop),
+                *command,
+                *argv,
+                cwd=workspace,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                umask=0o077,
+                user=slot.uid,
+                group=slot.uid,
+                extra_groups=None if slot.uid is None else [],
+            )
+        except BaseException:
+            if slot.uid is not None:
+                processes.kill_all(slot.uid)  # cancelled while starting: it may have started
+            raise
+        problem: str | None = None
+        try:
+            done, _ = await asyncio.wait(
+                {run.exited, run.overflowed},
+                timeout=limits.wall_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if run.overflowed.done():
+                problem = f"printed more than {limits.output // MIB} MiB of output"
+            elif not done:
+                problem = f"timed out after {limits.wall_s:g} s"
+        finally:
+            await _stop(transport.get_pid(), run.exited, slot, isolation)
+            transport.close()
+        exit_code = None if problem else transport.get_returncode()
+        return Execution(
+            exit_code=exit_code,
+            problem=problem or _killed_by(exit_code, isolation, limits),
+            output=run.output(),
+            duration_s=time.monotonic() - started,
+        )
+
+    def _bubblewrap_options(self, workspace: Path) -> list[str]:
+        assert self._bubblewrap is not None
+        options = [
+            str(self._bubblewrap),
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--die-with-parent",
+            "--new-session",
+            "--as-pid-1",
+            "--hostname",
+            "proof",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+        ]
+        for name in _MERGED_USR:
+            path = Path("/") / name
+            if path.is_symlink():
+                options += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                options += ["--ro-bind", str(path), str(path)]
+        for file in _SYSTEM_FILES:
+            options += ["--ro-bind-try", file, file]
+        for folder in self._readonly:
+            options += ["--ro-bind", str(folder), str(folder)]
+        options += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+        options += ["--bind", str(workspace), str(workspace), "--chdir", str(workspace)]
+        return [*options, "--remount-ro", "/", "--"]
+
+
+async def _stop(pid: int, exited: asyncio.Future[None], slot: Slot, isolation: Isolation) -> None:
+    try:
+        if not exited.done():
+            if isolation == "bubblewrap":
+                # The namespace's first process: its death kills and reaps the rest, and
+                # bubblewrap, its parent, then exits by itself (no orphan for init to reap).
+                _kill(*processes.children(pid))
+            else:
+                _kill_group(pid)
+            try:
+                await asyncio.wait_for(asyncio.shield(exited), timeout=2)
+            except TimeoutError:
+                _kill_group(pid)
+                await exited
+        elif isolation == "limits":
+            _kill_group(pid)  # what the command left in its session
+    finally:
+        if slot.uid is not None:
+            processes.kill_all(slot.uid)  # what left the session or the namespace
+
+
+def _kill(*pids: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _kill_group(group: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+
+
+def _killed_by(exit_code: int | None, isolation: Isolation, limits: Limits) -> str | None:
+    if exit_code is None:
+        return None
+    number = -exit_code
+    if isolation == "bubblewrap" and exit_code > 128:
+        number = exit_code - 128  # bubblewrap reports a signal death as 128 + the signal
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        return None
+    explained = {
+        "SIGXCPU": f"used up its {math.ceil(limits.wall_s) + 1} s of CPU time",
+        "SIGXFSZ": f"wrote a file past the {limits.file_size // MIB} MiB limit",
+        "SIGKILL": "was killed (out of memory, or the CPU time limit)",
+    }
+    return f"the runner {explained.get(name, f'was killed by {name}')}"
+
+
+class _Run(asyncio.SubprocessProtocol):
+    """Keeps the start and the end of a run's output, and tells when it exits or passes its
+    output cap. The exit counts when the process ends, even if something still holds the pipe."""
+
+    def __init__(self, cap: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._cap = cap
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._total = 0
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.overflowed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self._total += len(data)
+        room = _HEAD_BYTES - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        self._tail += data
+        del self._tail[:-_TAIL_BYTES]
+        if self._total > self._cap and not self.overflowed.done():
+            self.overflowed.set_result(None)
+
+    def process_exited(self) -> None:
+        self.exited.set_result(None)
+
+    def output(self) -> str:
+        left_out = self._total - len(self._head) - len(self._tail)
+        middle = f"\n[... {left_out} bytes of output left out ...]\n" if left_out > 0 else ""
+        return (bytes(self._head) + middle.encode() + bytes(self._tail)).decode(errors="replace")
