@@ -1,0 +1,341 @@
+"""Hostile code, run as untrusted code is: never judged a pass, and the host unharmed. After each
+test, the autouse check in conftest.py finds no process of a sandbox uid (not even a zombie)
+and no run folder left."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from qa import processes
+from qa.policy import judge_gold
+from qa.proof import Prover
+from qa.results import ProofRun, Trust
+from qa.sandbox import Limits
+from tests.support.proving import require
+
+SOLUTION = {"shop.py": "def price():\n    return 10\n"}
+
+
+def hostile(body: str) -> dict[str, str]:
+    return {"test_shop.py": f"import os, sys, time\nfrom shop import price\n\n{body}"}
+
+
+def never_a_pass(run: ProofRun) -> None:
+    assert not judge_gold(run).accepted, run
+    assert not (run.conclusive and run.passed == run.total)
+
+
+@pytest.mark.parametrize("trust", ["untrusted", "trusted"])
+async def test_an_infinite_loop_is_killed_at_the_time_limit(
+    hostile_prover: Prover, trust: Trust
+) -> None:
+    require(hostile_prover, "python", trust)
+    spin = hostile("def test_spin():\n    while True:\n        pass\n")
+    run = await hostile_prover.run("python", SOLUTION, spin, trust=trust)
+
+    never_a_pass(run)
+    assert run.reason == "timed out after 3 s"
+
+
+async def test_a_fork_bomb_stays_within_the_process_limit(hostile_prover: Prover) -> None:
+    require(hostile_prover, "python", "untrusted")
+    [uid] = hostile_prover.slot_uids
+    assert uid is not None
+    most = 0
+
+    async def count() -> None:
+        nonlocal most
+        while True:
+            most = max(most, len(processes.living(uid)))
+            await asyncio.sleep(0.05)
+
+    counting = asyncio.create_task(count())
+    try:
+        run = await hostile_prover.run(
+            "python",
+            SOLUTION,
+            hostile(
+                "def test_bomb():\n"
+                "    while True:\n"
+                "        try:\n"
+                "            os.fork()\n"
+                "        except OSError:\n"
+                "            pass\n"
+            ),
+            trust="untrusted",
+        )
+    finally:
+        counting.cancel()
+
+    never_a_pass(run)
+    assert 1 < most <= Limits(wall_s=1, address_space=1).processes
+
+
+async def test_allocating_past_the_memory_limit_fails(hostile_prover: Prover) -> None:
+    require(hostile_prover, "python", "untrusted")
+    run = await hostile_prover.run(
+        "python",
+        SOLUTION,
+        hostile(
+            "def test_hoard():\n"
+            "    hoard = []\n"
+            "    while True:\n"
+            "        hoard.append(bytearray(256 * 1024 * 1024))\n"
+        ),
+        trust="untrusted",
+    )
+
+    never_a_pass(run)
+    assert run.tests[0].message == "MemoryError"
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    server = socket.create_server(("127.0.0.1", 0))
+    server.setblocking(False)
+    yield server
+    server.close()
+
+
+async def test_no_network_connection_gets_out(
+    hostile_prover: Prover, listener: socket.socket
+) -> None:
+    require(hostile_prover, "python", "untrusted")
+    port = listener.getsockname()[1]
+    run = await hostile_prover.run(
+        "python",
+        SOLUTION,
+        hostile(
+            "import socket\n\n"
+            "def test_phone_home():\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+        ),
+        trust="untrusted",
+    )
+
+    never_a_pass(run)
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+
+
+async def test_the_servers_secrets_are_out_of_reach(
+    hostile_prover: Prover, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require(hostile_prover, "python", "untrusted")
+    secret = secrets.token_hex(16)
+    monkeypatch.setenv("WARMPOOL_PROOF_TEST_SECRET", secret)
+    run = await hostile_prover.run(
+        "python",
+        SOLUTION,
+        hostile(
+            "def test_steal():\n"
+            "    found = [v for v in os.environ.values() if len(v) == 32]\n"
+            "    for entry in os.listdir('/proc'):\n"
+            "        try:\n"
+            "            with open(f'/proc/{entry}/environ', 'rb') as environ:\n"
+            "                found.append(environ.read().decode(errors='replace'))\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "    assert 'WARMPOOL_PROOF_TEST_SECRET' in ''.join(found), sorted(os.environ)\n"
+        ),
+        trust="untrusted",
+    )
+
+    never_a_pass(run)
+    assert run.failed == 1
+    assert secret not in run.log_excerpt
+    assert secret not in str(run.tests)
+
+
+@pytest.fixture
+def outside(work_root: Path, toolchain_root: Path) -> Iterator[list[Path]]:
+    """Places outside the workspace: a folder open to all, the toolchain, the host's /tmp."""
+    open_to_all = work_root / "open-to-all"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o777)
+    yield [
+        open_to_all / "escaped",
+        toolchain_root.resolve() / "escaped",
+        Path("/tmp") / f"warmpool-escaped-{secrets.token_hex(4)}",
+    ]
+    shutil.rmtree(open_to_all)
+
+
+async def test_nothing_is_written_outside_the_workspace(
+    hostile_prover: Prover, outside: list[Path]
+) -> None:
+    require(hostile_prover, "python", "untrusted")
+    run = await hostile_prover.run(
+        "python",
+        SOLUTION,
+        hostile(
+            "def test_escape():\n"
+            "    written = []\n"
+            f"    for target in {[str(t) for t in outside]!r}:\n"
+            "        try:\n"
+            "            with open(target, 'w') as file:\n"
+            "                file.write('out')\n"
+            "            written.append(target)\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "    assert written\n"
+        ),
+        trust="untrusted",
+    )
+
+    never_a_pass(run)
+    assert [target for target in outside if target.exists()] == []
+
+
+async def test_printing_100_megabytes_is_cut_off(hostile_prover: Prover) -> None:
+    require(hostile_prover, "python", "untrusted")
+    run = await hostile_prover.run(
+        "python",
+        SOLUTION,
+        hostile(
+            "def test_flood():\n"
+            "    for _ in range(100):\n"
+            "        os.write(1, b'x' * 1024 * 1024)\n"
+            "    os.write(2, b'y' * 100 * 1024 * 1024)\n"
+        ),
+        trust="untrusted",
+    )
+
+    never_a_pass(run)
+    assert len(run.log_excerpt) < 10_000
+
+
+async def test_a_child_that_outlives_its_parent_is_killed_and_cannot_forge_the_report(
+    hostile_prover: Prover,
+) -> None:
+    require(hostile_prover, "python", "untrusted")
+    forged = (
+        '<testsuites><testsuite><testcase classname="test_shop" name="test_daemon" '
+        'file="test_shop.py"/></testsuite></testsuites>'
+    )
+    run = await hostile_prover.run(
+        "python",
+        SOLUTION,
+        hostile(
+            "def test_daemon():\n"
+            "    if os.fork() == 0:\n"
+            "        os.setsid()\n"
+            "        if os.fork() == 0:\n"
+            "            while True:\n"
+            "                try:\n"
+            "                    with open('.proof/junit.xml', 'w') as report:\n"
+            f"                        report.write({forged!r})\n"
+            "                except OSError:\n"
+            "                    pass\n"
+            "                time.sleep(0.001)\n"
+            "        os._exit(0)\n"
+            "    assert price() == 11\n"
+        ),
+        trust="untrusted",
+    )
+
+    never_a_pass(run)
+
+
+async def test_javascript_that_never_ends_or_leaves_children_is_cleaned_up(
+    hostile_prover: Prover,
+) -> None:
+    require(hostile_prover, "javascript", "untrusted")
+    solution = {"shop.js": "module.exports = { price: () => 10 };\n"}
+    spin = {"shop.test.js": "test('spins', () => { while (true) {} });\n"}
+    orphan = {
+        "shop.test.js": (
+            "const { spawn } = require('child_process');\n"
+            "const { price } = require('./shop');\n"
+            "test('leaves a child', () => {\n"
+            "  spawn('sleep', ['60'], { detached: true, stdio: 'ignore' }).unref();\n"
+            "  expect(price()).toBe(11);\n"
+            "});\n"
+        )
+    }
+
+    spun = await hostile_prover.run("javascript", solution, spin, trust="untrusted")
+    orphaned = await hostile_prover.run("javascript", solution, orphan, trust="untrusted")
+
+    never_a_pass(spun)
+    assert spun.reason == "timed out after 3 s"
+    never_a_pass(orphaned)
+
+
+async def test_sql_that_never_ends_is_killed_and_its_database_dropped(
+    hostile_prover: Prover, postgres_server: str
+) -> None:
+    require(hostile_prover, "sql", "untrusted")
+    tests = {
+        "test_shop.sql": "CREATE FUNCTION test_x() RETURNS SETOF TEXT LANGUAGE sql "
+        "AS $$ SELECT tap.pass('x') $$;\n"
+    }
+    looping = {
+        "test_shop.sql": "CREATE FUNCTION test_loop() RETURNS SETOF TEXT LANGUAGE plpgsql "
+        "AS $$ BEGIN LOOP END LOOP; END $$;\n"
+    }
+
+    sleeping = await hostile_prover.run(
+        "sql",
+        {"a.sql": "SET statement_timeout = 0;\nSELECT pg_sleep(60);\n"},
+        tests,
+        trust="untrusted",
+    )
+    looped = await hostile_prover.run(
+        "sql", {"a.sql": "SET statement_timeout = 0;\n"}, looping, trust="untrusted"
+    )
+
+    never_a_pass(sleeping)
+    assert sleeping.reason == "timed out after 3 s"
+    never_a_pass(looped)
+    assert (looped.reason or "").startswith("timed out")
+    admin = await asyncpg.connect(postgres_server)
+    try:
+        for run in (sleeping, looped):
+            role = run.command.split("as role ")[1].split()[0]
+            assert not await admin.fetchval(
+                "SELECT count(*) FROM pg_database WHERE datname = $1", role
+            )
+            assert not await admin.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role
+            )
+    finally:
+        await admin.close()
+
+
+async def test_sql_cannot_reach_the_host(hostile_prover: Prover) -> None:
+    require(hostile_prover, "sql", "untrusted")
+    marker = Path("/tmp") / f"warmpool-sql-escaped-{secrets.token_hex(4)}"
+    attempts = {
+        "test_shop.sql": (
+            "CREATE FUNCTION test_run_a_program() RETURNS SETOF TEXT LANGUAGE plpgsql AS $$ BEGIN\n"
+            f"  COPY (SELECT 1) TO PROGRAM 'touch {marker}';\n"
+            "  RETURN NEXT tap.pass('ran a program');\n"
+            "END $$;\n"
+            "CREATE FUNCTION test_read_a_file() RETURNS SETOF TEXT LANGUAGE plpgsql AS $$ BEGIN\n"
+            "  RETURN NEXT tap.ok(length(pg_read_file('/etc/passwd')) > 0, 'read a file');\n"
+            "END $$;\n"
+            "CREATE FUNCTION test_become_superuser() RETURNS SETOF TEXT LANGUAGE plpgsql AS $$ BEGIN\n"
+            "  SET SESSION AUTHORIZATION postgres;\n"
+            "  RETURN NEXT tap.pass('became postgres');\n"
+            "END $$;\n"
+        )
+    }
+
+    run = await hostile_prover.run("sql", {"a.sql": "SELECT 1;\n"}, attempts, trust="untrusted")
+
+    never_a_pass(run)
+    assert run.failed == 3
+    assert all(test.message.startswith("died: ") for test in run.tests), run.tests
+    assert "permission denied to set session authorization" in run.tests[0].message
+    assert "permission denied for function pg_read_file" in run.tests[1].message
+    assert "pg_execute_server_program" in run.tests[2].message
+    assert not marker.exists()

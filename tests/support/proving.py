@@ -1,0 +1,40 @@
+"""Helpers for proof tests: the toolchain, what a test requires of the prover, and what a run
+may not leave behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qa import processes, toolchain
+from qa.proof import Prover
+from qa.results import Trust
+from tests.support.tools import need
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLCHAIN = ROOT / ".warmpool" / "toolchain"
+
+
+def ensure_toolchain() -> Path:
+    """The toolchain `scripts/toolchain` installs (CI runs it first); installed here if missing."""
+    tools = toolchain.locate(TOOLCHAIN)
+    if tools.python_problem() or tools.javascript_problem():
+        try:
+            toolchain.install(TOOLCHAIN)
+        except toolchain.ToolchainError as error:
+            need(False, f"the proof toolchain cannot be installed: {error}")
+    return TOOLCHAIN
+
+
+def require(prover: Prover, language: str, trust: Trust) -> None:
+    reason = prover.availability(language, trust)
+    need(reason is None, reason or "")
+
+
+def leftovers(uids: tuple[int | None, ...], work_root: Path) -> list[str]:
+    """Processes of the sandbox uids (even zombies) and run folders still on disk."""
+    found = [
+        f"uid {process.uids} process {process.pid}{' (zombie)' if process.zombie else ''}"
+        for process in processes.processes()
+        if any(uid in process.uids for uid in uids if uid is not None)
+    ]
+    return found + [f"folder {run}" for run in sorted(work_root.glob("prover-*/run-*"))]
