@@ -1,98 +1,24 @@
-"""SQL proofs really run pgTAP, as a role without privileges in a database made for the run:
-a correct mission proves, and every way a proof can be empty or broken is refused."""
+"""SQL proofs, beyond what every language promises (test_verdicts.py): one test dying fails
+alone, psql never runs, a test must assert something, and the run database and role go away."""
 
 from __future__ import annotations
 
 import re
+import secrets
 from pathlib import Path
 
 import asyncpg
-import pytest
 
 from qa.databases import ProofDatabases, statements
-from qa.policy import judge_gold, judge_sabotage
+from qa.policy import judge_gold
 from qa.proof import Prover
-from qa.results import Trust
+from tests.integration.proof.samples import SQL
 from tests.support.proving import require
 
 ROOT = Path(__file__).resolve().parents[3]
 
-GOLD = {
-    "01_schema.sql": (
-        "CREATE TABLE orders (id int PRIMARY KEY, customer text NOT NULL, amount numeric NOT NULL);\n"
-        "INSERT INTO orders VALUES (1, 'ada', 10), (2, 'ada', 15), (3, 'bob', 7);\n"
-    ),
-    "02_functions.sql": (
-        "CREATE FUNCTION customer_total(who text) RETURNS numeric LANGUAGE sql STABLE AS $$\n"
-        "  SELECT coalesce(sum(amount), 0) FROM orders WHERE customer = who\n"
-        "$$;\n"
-    ),
-}
-TESTS = {
-    "test_totals.sql": (
-        "CREATE FUNCTION test_sums_one_customer() RETURNS SETOF TEXT LANGUAGE plpgsql AS $$\n"
-        "BEGIN\n"
-        "  RETURN NEXT is(customer_total('ada'), 25::numeric, 'ada spent 25');\n"
-        "  RETURN NEXT is(customer_total('bob'), 7::numeric, 'bob spent 7');\n"
-        "END $$;\n"
-        "CREATE FUNCTION test_unknown_customer_spent_nothing() RETURNS SETOF TEXT\n"
-        "LANGUAGE plpgsql AS $$\n"
-        "BEGIN\n"
-        "  RETURN NEXT is(customer_total('eve'), 0::numeric, 'eve spent nothing');\n"
-        "END $$;\n"
-    )
-}
-# Counts orders instead of summing them, and forgets the empty case.
-SABOTAGED = {
-    **GOLD,
-    "02_functions.sql": GOLD["02_functions.sql"].replace(
-        "coalesce(sum(amount), 0)", "nullif(count(*), 0)"
-    ),
-}
-HARMLESS = {
-    **GOLD,
-    "02_functions.sql": GOLD["02_functions.sql"].replace(
-        "coalesce(sum(amount), 0)", "coalesce(sum(amount), 0.0)"
-    ),
-}
-
-
-@pytest.mark.parametrize("trust", ["trusted", "untrusted"])
-async def test_a_correct_mission_proves(prover: Prover, trust: Trust) -> None:
-    require(prover, "sql", trust)
-    gold = await prover.run("sql", GOLD, TESTS, trust=trust)
-    sabotaged = await prover.run("sql", SABOTAGED, TESTS, trust=trust)
-
-    assert judge_gold(gold).reason == "gold passed all 2 tests"
-    assert judge_sabotage(sabotaged, "all").reason == "the planted bug broke all 2 tests"
-    assert [test.id for test in gold.tests] == [
-        "public.test_sums_one_customer",
-        "public.test_unknown_customer_spent_nothing",
-    ]
-    assert gold.confinement == "database role"
-    assert sabotaged.tests[0].message == (
-        "not ok 1 - ada spent 25; have: 2; want: 25; not ok 2 - bob spent 7; have: 1; want: 7"
-    )
-
-
-async def test_a_bug_that_breaks_nothing_is_refused(prover: Prover) -> None:
-    require(prover, "sql", "untrusted")
-    run = await prover.run("sql", HARMLESS, TESTS, trust="untrusted")
-
-    assert judge_sabotage(run, "all").reason == (
-        "the planted bug broke nothing: 0 of 2 tests failed"
-    )
-
-
-async def test_a_gold_that_fails_its_own_tests_is_refused(prover: Prover) -> None:
-    require(prover, "sql", "untrusted")
-    wrong = {"test_totals.sql": TESTS["test_totals.sql"].replace("7::numeric", "8::numeric")}
-    run = await prover.run("sql", GOLD, wrong, trust="untrusted")
-
-    assert judge_gold(run).reason == (
-        "gold failed 1 of 2 tests: public.test_sums_one_customer "
-        "(not ok 2 - bob spent 7; have: 7; want: 8)"
-    )
+GOLD = SQL.gold
+TESTS = SQL.tests
 
 
 async def test_a_test_that_dies_fails_alone(prover: Prover) -> None:
@@ -109,39 +35,16 @@ async def test_a_test_that_dies_fails_alone(prover: Prover) -> None:
     assert run.tests[0].message == "died: division by zero"
 
 
-@pytest.mark.parametrize(
-    ("solution", "test_file", "reason"),
-    [
-        pytest.param(GOLD, "", "no test ran: the test files define no function", id="empty"),
-        pytest.param(
-            GOLD,
-            "SELECT 1;\n",
-            "no test ran: the test files define no function",
-            id="runs-and-defines-nothing",
-        ),
-        pytest.param(
-            {"01_schema.sql": "\\! touch /tmp/warmpool-psql-ran\n"},
-            TESTS["test_totals.sql"],
-            "the solution file 01_schema.sql failed: syntax error",
-            id="psql-meta-command",
-        ),
-        pytest.param(
-            GOLD,
-            "CREATE FUNCTION test_x( RETURNS SETOF TEXT;\n",
-            "the test file test_totals.sql failed: syntax error",
-            id="test-file-syntax-error",
-        ),
-    ],
-)
-async def test_a_run_that_proves_nothing_is_refused(
-    prover: Prover, solution: dict[str, str], test_file: str, reason: str
-) -> None:
+async def test_psql_meta_commands_are_not_run(prover: Prover) -> None:
     require(prover, "sql", "untrusted")
-    run = await prover.run("sql", solution, {"test_totals.sql": test_file}, trust="untrusted")
+    marker = Path("/tmp") / f"warmpool-psql-ran-{secrets.token_hex(4)}"
+    run = await prover.run(
+        "sql", {"01_schema.sql": f"\\! touch {marker}\n"}, TESTS, trust="untrusted"
+    )
 
     assert not run.conclusive
-    assert (run.reason or "").startswith(reason)
-    assert not judge_gold(run).accepted
+    assert (run.reason or "").startswith("the solution file 01_schema.sql failed: syntax error")
+    assert not marker.exists()
 
 
 async def test_a_test_that_asserts_nothing_fails(prover: Prover) -> None:
