@@ -88,12 +88,9 @@ class Workspace:
                 file.write(content)
             self._own(target)
 
-    def report_path(self, name: str) -> str:
-        return f"{REPORTS}/{name}"
-
     def read_report(self, name: str, limit: int) -> bytes:
         """Read `.proof/<name>`: a regular file, reached without following any link."""
-        shown = self.report_path(name)
+        shown = f"{REPORTS}/{name}"
         directory = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             reports = os.open(
