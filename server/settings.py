@@ -17,6 +17,8 @@ import msgspec
 Positive = msgspec.Meta(gt=0)
 Count = Annotated[int, msgspec.Meta(ge=1)]
 Seconds = Annotated[float, Positive]
+# Strictly between 0 and 1.
+Share = Annotated[float, msgspec.Meta(gt=0, lt=1)]
 
 
 class SettingsError(ValueError):
@@ -58,10 +60,30 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Encrypts and signs the reviewer UI's session cookies. Unset: a random secret kept in
     # data_dir/secret_key; API processes on several machines need one secret set here.
     secret_key: Annotated[str, msgspec.Meta(min_length=32)] | None = None
+    # The replenish lane's share of the global cap and of the pending limit. At 1 a refill
+    # could take every slot and fill the queue, and a waiting user would find no room; at 0
+    # the pool would never refill.
+    replenish_share: Share = 0.5
+    # A replenishment pass this often (one process at a time), ordering at most this many
+    # generations per domain: the pool grows at most that fast, whatever a burst of serves
+    # makes the forecast say, and each pass re-measures before ordering more.
+    replenish_seconds: Seconds = 30.0
+    replenish_max_per_pass: Count = 5
 
     @property
     def worker_slots(self) -> int:
         return min(self.worker_concurrency or self.global_cap, self.global_cap)
+
+    @property
+    def replenish_cap(self) -> int:
+        """Replenish generations in flight, all processes together; at least one, so that the
+        smallest cap still refills the pool."""
+        return max(1, int(self.global_cap * self.replenish_share))
+
+    @property
+    def replenish_max_pending(self) -> int:
+        """Pending replenish jobs at which the replenisher's enqueues are shed."""
+        return max(1, int(self.max_pending * self.replenish_share))
 
     @property
     def heartbeat_interval_seconds(self) -> float:
@@ -108,6 +130,15 @@ VARIABLES: dict[str, tuple[str, str]] = {
     ),
     "WARMPOOL_WORKER_NAME": ("worker_name", "a name for this machine, unique among workers"),
     "WARMPOOL_SECRET_KEY": ("secret_key", "at least 32 characters of random text"),
+    "WARMPOOL_REPLENISH_SHARE": (
+        "replenish_share",
+        "a fraction strictly between 0 and 1 (of the global cap and the pending limit)",
+    ),
+    "WARMPOOL_REPLENISH_SECONDS": ("replenish_seconds", "a number of seconds above 0"),
+    "WARMPOOL_REPLENISH_MAX_PER_PASS": (
+        "replenish_max_per_pass",
+        "a whole number of at least 1 (generations per domain per pass)",
+    ),
 }
 
 

@@ -44,6 +44,14 @@ def test_values_are_read_and_converted() -> None:
         ({"WARMPOOL_DATABASE_URL": "mysql://x"}, "expected a postgresql:// URL"),
         ({"OPENAI_BASE_URL": "localhost:8080"}, "OPENAI_BASE_URL='localhost:8080' is not valid"),
         (
+            {"WARMPOOL_REPLENISH_SHARE": "1"},
+            "WARMPOOL_REPLENISH_SHARE='1' is not valid: expected a fraction strictly between 0 and 1",
+        ),
+        (
+            {"WARMPOOL_REPLENISH_MAX_PER_PASS": "0"},
+            "WARMPOOL_REPLENISH_MAX_PER_PASS='0' is not valid: expected a whole number of at least 1",
+        ),
+        (
             {"WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS": "900"},
             "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS (900) must be below WARMPOOL_STUCK_AFTER_SECONDS (600)",
         ),
@@ -59,3 +67,16 @@ def test_a_bad_value_names_the_variable_and_what_is_wrong(
 
 def test_blank_means_default() -> None:
     assert from_environment({"WARMPOOL_GLOBAL_CAP": "  "}).global_cap == Settings().global_cap
+
+
+def test_the_replenish_share_sizes_the_lane_in_the_cap_and_the_pending_limit() -> None:
+    default = from_environment({})
+    assert (default.replenish_cap, default.replenish_max_pending) == (20, 100)
+    small = from_environment(
+        {
+            "WARMPOOL_REPLENISH_SHARE": "0.25",
+            "WARMPOOL_GLOBAL_CAP": "2",
+            "WARMPOOL_MAX_PENDING": "10",
+        }
+    )
+    assert (small.replenish_cap, small.replenish_max_pending) == (1, 2), "at least one"
