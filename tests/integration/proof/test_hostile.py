@@ -84,17 +84,12 @@ async def test_allocating_past_the_memory_limit_fails(hostile_prover: Prover) ->
     run = await hostile_prover.run(
         "python",
         SOLUTION,
-        hostile(
-            "def test_hoard():\n"
-            "    hoard = []\n"
-            "    while True:\n"
-            "        hoard.append(bytearray(256 * 1024 * 1024))\n"
-        ),
+        hostile("def test_hoard():\n    hoard = bytearray(2 * 1024 * 1024 * 1024)\n"),
         trust="untrusted",
     )
 
     never_a_pass(run)
-    assert run.tests[0].message == "MemoryError"
+    assert [test.message for test in run.tests] == ["MemoryError"], run.reason
 
 
 @pytest.fixture
