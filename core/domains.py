@@ -7,6 +7,7 @@ file, the entry and what is wrong, so an operator can fix the map without readin
 from __future__ import annotations
 
 import difflib
+import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -34,6 +35,18 @@ class Domain(msgspec.Struct, frozen=True, kw_only=True):
     retire_after: int
     review: Review = "human"
     sabotage_must_fail: SabotagePolicy = "all"
+    retire_jitter: bool = True
+
+    def serve_limit(self, seed: int) -> int:
+        """A new mission's serve limit: `retire_after`, lowered by up to a tenth at random
+        (seeded) unless `retire_jitter` is off. Least-served-first keeps the counts of
+        missions made together level, so equal limits would retire them all in the same
+        minute and empty the pool off a cliff."""
+        if not self.retire_jitter:
+            return self.retire_after
+        return self.retire_after - random.Random(f"serve-limit:{seed}").randint(
+            0, self.retire_after // 10
+        )
 
 
 class DomainMap(msgspec.Struct, frozen=True):
@@ -51,6 +64,7 @@ _DOMAIN_KEYS: dict[str, str] = {
     "retire_after": "a positive whole number of serves",
     "review": "human | proof",
     "sabotage_must_fail": "all | at_least_one",
+    "retire_jitter": "true | false (lower each mission's serve limit slightly, at random)",
 }
 
 
@@ -109,6 +123,7 @@ def _domain(name: str, raw: object, source: str) -> Domain:
         sabotage_must_fail=_choice(
             entry, "sabotage_must_fail", SabotagePolicy, source, where, default="all"
         ),
+        retire_jitter=_flag(entry, "retire_jitter", source, where, default=True),
     )
 
 
@@ -168,6 +183,15 @@ def _whole_number(
     if value is None:
         raise DomainMapError(f"{source}: {where}.{key}: missing; expected {_DOMAIN_KEYS[key]}")
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise DomainMapError(
+            f"{source}: {where}.{key}: expected {_DOMAIN_KEYS[key]}, got {value!r}"
+        )
+    return value
+
+
+def _flag(entry: Mapping[str, Any], key: str, source: str, where: str, default: bool) -> bool:
+    value = entry.get(key, default)
+    if not isinstance(value, bool):
         raise DomainMapError(
             f"{source}: {where}.{key}: expected {_DOMAIN_KEYS[key]}, got {value!r}"
         )

@@ -25,14 +25,14 @@ class Finished(msgspec.Struct, frozen=True, kw_only=True):
     instance_id: int | None = None
 
 
+class Failed(msgspec.Struct, frozen=True):
+    error: str
+
+
 # What a generation must write in the job's final transaction (storing its mission, say).
 # It runs only while that transaction holds the job as generating under its attempt, so a
 # worker that lost its job writes nothing.
-Store = Callable[[Connection], Awaitable[Finished]]
-
-
-class Failed(msgspec.Struct, frozen=True):
-    error: str
+Store = Callable[[Connection], Awaitable[Finished | Failed]]
 
 
 Ending = Finished | Store | Failed

@@ -236,6 +236,23 @@ SELECT lanes.lane,
         FROM generation_jobs WHERE status = 'pending' AND lane = lanes.lane) AS oldest_pending_age_s
 FROM (VALUES ('interactive'), ('replenish')) AS lanes(lane);
 
+-- name: jobs_awaiting_review_of_mission
+-- The interactive jobs whose users wait on this mission's review, locked for settling.
+SELECT id, user_id, track FROM generation_jobs
+WHERE mission_id = $1::bigint AND status = 'awaiting_review'
+ORDER BY id
+FOR UPDATE;
+
+-- name: job_complete_if_awaiting_review
+UPDATE generation_jobs SET status = 'completed', instance_id = $2::bigint, finished_at = now()
+WHERE id = $1::bigint AND status = 'awaiting_review'
+RETURNING id;
+
+-- name: jobs_fail_if_awaiting_review_of_mission
+UPDATE generation_jobs SET status = 'failed', error = $2::text, finished_at = now()
+WHERE mission_id = $1::bigint AND status = 'awaiting_review'
+RETURNING id;
+
 -- name: jobs_by_domain
 -- Per domain, what replenishment counts: pending and generating jobs of both lanes; how the
 -- generations created in [$2, $3] ended (a mission, or a failure before one: a job failed by

@@ -217,6 +217,34 @@ def _optional_float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
+class WaitingJob(msgspec.Struct, frozen=True):
+    id: int
+    user_id: str
+    track: str
+
+
+async def awaiting_review_of(connection: Connection, mission_id: int) -> list[WaitingJob]:
+    """Inside a transaction: the jobs waiting on this mission's review, locked."""
+    rows = await connection.fetch(queries["jobs_awaiting_review_of_mission"], mission_id)
+    return [WaitingJob(row["id"], row["user_id"], row["track"]) for row in rows]
+
+
+async def complete_awaiting_review(
+    connection: Connection, job_id: int, instance_id: int | None
+) -> bool:
+    done = await connection.fetchval(
+        queries["job_complete_if_awaiting_review"], job_id, instance_id
+    )
+    return done is not None
+
+
+async def fail_awaiting_review(connection: Connection, mission_id: int, reason: str) -> int:
+    failed = await connection.fetch(
+        queries["jobs_fail_if_awaiting_review_of_mission"], mission_id, reason
+    )
+    return len(failed)
+
+
 class DomainJobs(msgspec.Struct, frozen=True, kw_only=True):
     pending: int
     generating: int

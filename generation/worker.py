@@ -41,7 +41,7 @@ class Worker:
     def __init__(
         self,
         pool: asyncpg.Pool,
-        generator: Generator | None,
+        generator: Generator,
         *,
         name: str,
         capacity: int,
@@ -85,8 +85,6 @@ class Worker:
             self._on_slot_freed()
 
     async def _generate(self, job: ClaimedJob) -> Ending | None:
-        if self._generator is None:
-            return Failed("no generator configured")
         try:
             return await self._generator.generate(job, Ledger(self._pool, job.id, job.attempt))
         except JobLost:

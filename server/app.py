@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import asyncpg
 from litestar import Litestar
@@ -19,7 +19,7 @@ from server import database, migrate, ui
 from server.auth import KeyStore, bootstrap_keys
 from server.errors import exception_handlers
 from server.routes import health, jobs, operators, review, serve
-from server.runtime import WorkerRuntime
+from server.runtime import running_worker
 from server.services import Services, provide_services
 from server.settings import Settings
 
@@ -58,14 +58,12 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
                 pool=pool,
                 keys=KeyStore(pool),
             )
-            runtime = WorkerRuntime(pool, url, settings, generator=None) if run_worker else None
-            if runtime:
-                await runtime.start()
-            try:
+            async with AsyncExitStack() as worker:
+                if run_worker:
+                    await worker.enter_async_context(
+                        running_worker(pool, url, settings, domain_map)
+                    )
                 yield
-            finally:
-                if runtime:
-                    await runtime.stop()
         finally:
             await pool.close()
 

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 
 import uvicorn
 
+from core import domains
 from core.domains import DomainMapError
 from server import database, migrate
 from server.app import create_app
 from server.auth import ROLES, create_key
-from server.runtime import WorkerRuntime
+from server.runtime import running_worker
 from server.settings import Settings, SettingsError, from_environment
 from server.status import print_status
 
@@ -76,7 +77,9 @@ def _serve(settings: Settings, arguments: argparse.Namespace) -> int:
         log_config=None,
         access_log=False,
         lifespan="on",
-        loop="uvloop",
+        # The standard loop: proof sandboxes start processes as another user, which uvloop's
+        # subprocess support does not offer.
+        loop="asyncio",
         http="httptools",
     )
     uvicorn.Server(config).run()
@@ -89,19 +92,18 @@ def _worker(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def _run_worker(settings: Settings) -> None:
+    domain_map = domains.load(settings.domain_map)
     url = await database.resolve_url(settings)
     pool = await database.create_pool(url)
     try:
         async with pool.acquire() as connection:
             await migrate.apply(connection)
-        runtime = WorkerRuntime(pool, url, settings, generator=None)
-        await runtime.start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        await stop.wait()
-        await runtime.stop()
+        async with running_worker(pool, url, settings, domain_map):
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, stop.set)
+            await stop.wait()
     finally:
         await pool.close()
 

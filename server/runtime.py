@@ -4,17 +4,21 @@ plus a LISTEN connection so a NOTIFY fills a free slot within milliseconds."""
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from core.domains import DomainMap
 from core.sql import DATABASE_ERRORS, Connection
 from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
 from generation.retention import Retention
 from generation.sweeper import Sweeper
 from generation.worker import Generator, Worker
+from server.generation import mission_pipeline
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -28,7 +32,7 @@ class WorkerRuntime:
         pool: asyncpg.Pool,
         database_url: str,
         settings: Settings,
-        generator: Generator | None,
+        generator: Generator,
     ) -> None:
         self._database_url = database_url
         self._settings = settings
@@ -110,3 +114,17 @@ class WorkerRuntime:
 
     def _wake(self) -> None:
         self.dispatcher.wake()
+
+
+@asynccontextmanager
+async def running_worker(
+    pool: asyncpg.Pool, database_url: str, settings: Settings, domain_map: DomainMap
+) -> AsyncIterator[WorkerRuntime]:
+    """A worker generating real missions: the mission pipeline, dispatched and swept."""
+    async with mission_pipeline(settings, domain_map, database_url) as pipeline:
+        runtime = WorkerRuntime(pool, database_url, settings, pipeline)
+        await runtime.start()
+        try:
+            yield runtime
+        finally:
+            await runtime.stop()

@@ -14,6 +14,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
 
 from core.domains import DomainMap
+from pool import waiting
 from qa import review
 from qa.missions import Mission, MissionSummary
 from server.auth import current_caller, requires
@@ -38,17 +39,28 @@ async def approve(
     services: Services, mission_id: str, *, reviewer: str, note: str | None
 ) -> Mission:
     async with services.pool.acquire() as connection, connection.transaction():
-        return await review.approve(connection, mission_id, reviewer=reviewer, note=note)
+        mission = await review.approve(connection, mission_id, reviewer=reviewer, note=note)
+        await waiting.after_approval(connection, int(mission.id))
+    return mission
 
 
 async def reject(services: Services, mission_id: str, *, reviewer: str, reason: str) -> Mission:
     async with services.pool.acquire() as connection, connection.transaction():
-        return await review.reject(connection, mission_id, reviewer=reviewer, reason=reason)
+        mission = await review.reject(connection, mission_id, reviewer=reviewer, reason=reason)
+        await waiting.after_refusal(
+            connection, int(mission.id), f"the mission was rejected in review: {reason}"
+        )
+    return mission
 
 
 async def retire(services: Services, mission_id: str, *, reviewer: str, reason: str) -> Mission:
     async with services.pool.acquire() as connection, connection.transaction():
-        return await review.retire(connection, mission_id, reviewer=reviewer, reason=reason)
+        mission = await review.retire(connection, mission_id, reviewer=reviewer, reason=reason)
+        # Only a job still waiting for review is affected: its mission will never be served.
+        await waiting.after_refusal(
+            connection, int(mission.id), f"the mission was retired before approval: {reason}"
+        )
+    return mission
 
 
 def check_domain(domain: str | None, domain_map: DomainMap) -> None:

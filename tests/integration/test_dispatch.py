@@ -17,7 +17,7 @@ MINUTE = timedelta(minutes=1)
 
 def dispatcher(
     pool: asyncpg.Pool,
-    generator: Generator | None,
+    generator: Generator,
     *,
     cap: int = 5,
     replenish_cap: int = 5,

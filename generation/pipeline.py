@@ -1,0 +1,146 @@
+"""The mission pipeline a worker runs for a claimed job: write the mission, prove its gold,
+plant a bug, prove the sabotage (planting again when a proof refuses it), and store the
+mission with its proof in the job's final transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from core.domains import Domain, DomainMap
+from core.sql import Connection
+from generation.drafts import MissionDraft, SabotageDraft
+from generation.finisher import Ending, Failed, Finished
+from generation.jobs import ClaimedJob
+from generation.ledger import Ledger
+from generation.provider import Provider, ProviderError
+from generation.worker import GenerationFailed
+from qa import missions
+from qa.policy import judge_gold, judge_sabotage, needs_proof
+from qa.proof import ProofUnavailable, Prover
+from qa.results import ProofRun, Trust
+
+# Serves an approved mission to the user whose interactive job asked for it, inside the
+# job's final transaction; the instance id, or None if it could not be served. The pool
+# provides it (generation does not import the pool).
+ServeWaitingUser = Callable[[Connection, int, str, str], Awaitable[int | None]]
+
+
+class MissionPipeline:
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        prover: Prover | None,
+        trust: Trust,
+        domain_map: DomainMap,
+        sabotage_tries: int,
+        prompt_version: str | None,
+        serve_waiting_user: ServeWaitingUser,
+    ) -> None:
+        self._provider = provider
+        self._prover = prover
+        self._trust = trust
+        self._domain_map = domain_map
+        self._sabotage_tries = sabotage_tries
+        self._prompt_version = prompt_version
+        self._serve_waiting_user = serve_waiting_user
+
+    def unavailable(self, domain: Domain) -> str | None:
+        """Why this worker cannot make missions of `domain`, or None when it can."""
+        if not needs_proof(domain):
+            return None
+        if self._prover is None:
+            return "no proof runner is configured"
+        return self._prover.availability(domain.language, self._trust)
+
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Ending:
+        domain = self._domain_map.domains.get(job.domain)
+        if domain is None:
+            raise GenerationFailed(f"domain {job.domain!r} is not in the domain map any more")
+        problem = self.unavailable(domain)
+        if problem is not None:
+            raise GenerationFailed(f"domain {domain.name} is disabled on this worker: {problem}")
+        try:
+            draft = await self._provider.write_mission(domain, seed=job.id, ledger=ledger)
+            if needs_proof(domain):
+                sabotage, proof = await self._prove(domain, draft, job, ledger)
+            else:
+                sabotage = await self._provider.plant_bug(
+                    domain, draft, seed=job.id, try_number=1, ledger=ledger
+                )
+                proof = missions.no_code_proof()
+        except (ProviderError, ProofUnavailable) as error:
+            raise GenerationFailed(str(error)) from error
+        return self._storing(job, domain, draft, sabotage, proof)
+
+    async def _prove(
+        self, domain: Domain, draft: MissionDraft, job: ClaimedJob, ledger: Ledger
+    ) -> tuple[SabotageDraft, missions.MissionProof]:
+        gold = await self._run(domain, draft.gold_files, draft.test_files)
+        verdict = judge_gold(gold)
+        if not verdict.accepted:
+            raise GenerationFailed(f"the gold solution failed its own tests: {verdict.reason}")
+        tries: list[ProofRun] = []
+        for try_number in range(1, self._sabotage_tries + 1):
+            sabotage = await self._provider.plant_bug(
+                domain, draft, seed=job.id, try_number=try_number, ledger=ledger
+            )
+            tries.append(await self._run(domain, sabotage.sabotaged_files, draft.test_files))
+            verdict = judge_sabotage(tries[-1], domain.sabotage_must_fail)
+            if verdict.accepted:
+                proof = missions.MissionProof(
+                    gold=gold, sabotage_tries=tries, verdict=verdict.reason
+                )
+                return sabotage, proof
+        raise GenerationFailed(
+            f"no planted bug passed its proof in {self._sabotage_tries} tries; the last: "
+            f"{verdict.reason}"
+        )
+
+    async def _run(
+        self, domain: Domain, solution: dict[str, str], tests: dict[str, str]
+    ) -> ProofRun:
+        assert self._prover is not None  # unavailable() said so before
+        return await self._prover.run(domain.language, solution, tests, trust=self._trust)
+
+    def _storing(
+        self,
+        job: ClaimedJob,
+        domain: Domain,
+        draft: MissionDraft,
+        sabotage: SabotageDraft,
+        proof: missions.MissionProof,
+    ) -> Callable[[Connection], Awaitable[Finished | Failed]]:
+        async def store(connection: Connection) -> Finished | Failed:
+            mission_id = await missions.store(
+                connection,
+                domain=domain,
+                title=draft.title,
+                brief=draft.brief,
+                gold_files=draft.gold_files,
+                test_files=draft.test_files,
+                sabotaged_files=sabotage.sabotaged_files,
+                bug_summary=sabotage.bug_summary,
+                grader_hint=sabotage.grader_hint,
+                proof=proof,
+                provider=self._provider.name,
+                prompt_version=self._prompt_version,
+                job_id=job.id,
+                requested_by=job.user_id,
+                max_serves=domain.serve_limit(job.id),
+                proven=needs_proof(domain),
+            )
+            if mission_id is None:
+                return Failed("made a mission identical to one already in the pool; discarded")
+            if job.lane == "replenish":
+                return Finished(status="completed", mission_id=mission_id)
+            assert job.user_id is not None
+            assert job.track is not None
+            if needs_proof(domain) and domain.review == "proof":
+                instance_id = await self._serve_waiting_user(
+                    connection, mission_id, job.user_id, job.track
+                )
+                return Finished(status="completed", mission_id=mission_id, instance_id=instance_id)
+            return Finished(status="awaiting_review", mission_id=mission_id)
+
+        return store

@@ -1,0 +1,29 @@
+"""Users waiting on a review: an interactive job's mission goes to review, and its user gets
+an instance when a reviewer approves it; a rejection fails the job with the reviewer's reason."""
+
+from __future__ import annotations
+
+from core.sql import Connection
+from generation import queue
+from pool import serving
+
+
+async def serve_waiting_user(
+    connection: Connection, mission_id: int, user_id: str, track: str
+) -> int | None:
+    instance = await serving.serve_to_waiting_user(
+        connection, mission_id=mission_id, user_id=user_id, track=track
+    )
+    return None if instance is None else int(instance.id)
+
+
+async def after_approval(connection: Connection, mission_id: int) -> None:
+    """In the approval's transaction: serve and complete every job waiting on the mission."""
+    for job in await queue.awaiting_review_of(connection, mission_id):
+        instance_id = await serve_waiting_user(connection, mission_id, job.user_id, job.track)
+        await queue.complete_awaiting_review(connection, job.id, instance_id)
+
+
+async def after_refusal(connection: Connection, mission_id: int, reason: str) -> None:
+    """In the rejection's (or retirement's) transaction: fail the jobs waiting on it."""
+    await queue.fail_awaiting_review(connection, mission_id, reason)

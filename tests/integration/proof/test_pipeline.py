@@ -1,0 +1,221 @@
+"""The mission pipeline with the real proof: a claimed job becomes a proven mission in review,
+or fails with a reason a person understands; review settles the waiting user's job."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import asyncpg
+import msgspec
+import pytest
+
+from core.domains import DomainMap, load
+from generation.dispatcher import Dispatcher
+from generation.offline import OfflineProvider
+from generation.pipeline import MissionPipeline
+from generation.provider import Provider
+from generation.sweeper import Sweeper
+from generation.worker import Worker
+from pool import waiting
+from qa.proof import Prover
+from qa.results import Trust
+from tests.support.jobs import enqueue, status_of
+from tests.support.providers import BROKEN_GOLD, HARMLESS, OFF_BY_ONE, PRICES, Scripted
+from tests.support.proving import require
+
+ROOT = Path(__file__).resolve().parents[3]
+MINUTE = timedelta(minutes=1)
+
+
+def domain_map(**changes: object) -> DomainMap:
+    shipped = load(ROOT / "domain_map.yaml")
+    backend = msgspec.structs.replace(shipped.domains["python-backend"], **changes)
+    return msgspec.structs.replace(shipped, domains=shipped.domains | {"python-backend": backend})
+
+
+async def run_job(
+    pool: asyncpg.Pool,
+    prover: Prover,
+    provider: Provider,
+    *,
+    user: str | None,
+    domain: str = "python-backend",
+    trust: Trust = "trusted",
+    domains: DomainMap | None = None,
+) -> asyncpg.Record:
+    job = await enqueue(pool, user, domain=domain)
+    pipeline = MissionPipeline(
+        provider=provider,
+        prover=prover,
+        trust=trust,
+        domain_map=domains or domain_map(),
+        sabotage_tries=3,
+        prompt_version="test",
+        serve_waiting_user=waiting.serve_waiting_user,
+    )
+    worker = Worker(pool, pipeline, name="pipeline-test", capacity=1)
+    sweeper = Sweeper(
+        pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
+    )
+    await Dispatcher(pool, worker, sweeper, global_cap=1, replenish_cap=1).run_once()
+    assert await worker.drain(grace_seconds=120)
+    return await pool.fetchrow("SELECT * FROM generation_jobs WHERE id = $1", job)
+
+
+async def ledger(pool: asyncpg.Pool, job_id: int) -> list[str]:
+    rows = await pool.fetch(
+        "SELECT purpose, outcome FROM llm_calls WHERE job_id = $1 ORDER BY id", job_id
+    )
+    return [f"{row['purpose']}:{row['outcome']}" for row in rows]
+
+
+async def test_a_replenish_job_stores_a_proven_mission_for_review(
+    pool: asyncpg.Pool, prover: Prover
+) -> None:
+    require(prover, "python", "trusted")
+    job = await run_job(pool, prover, OfflineProvider(delay_seconds=0), user=None)
+    assert (job["status"], job["error"]) == ("completed", None)
+    mission = await pool.fetchrow("SELECT * FROM missions WHERE id = $1", job["mission_id"])
+    assert mission["qa_status"] == "awaiting_review"
+    assert mission["job_id"] == job["id"]
+    assert mission["provider"] == "offline"
+    assert mission["gold_files"] != mission["sabotaged_files"]
+    proof = mission["proof"]
+    assert proof["gold"]["passed"] == proof["gold"]["total"] > 0
+    last = proof["sabotage_tries"][-1]
+    assert last["failed"] + last["errored"] == last["total"]
+    assert proof["verdict"].startswith("the planted bug broke all")
+    assert 0 < mission["max_serves"] <= 100
+    assert await ledger(pool, job["id"]) == ["generate:ok"] + ["sabotage:ok"] * len(
+        proof["sabotage_tries"]
+    )
+    assert (
+        await pool.fetchval("SELECT sum(cost_usd) FROM llm_calls WHERE job_id = $1", job["id"]) == 0
+    )
+
+
+async def test_an_interactive_job_waits_for_review_and_approval_serves_its_user(
+    pool: asyncpg.Pool, prover: Prover
+) -> None:
+    require(prover, "python", "trusted")
+    job = await run_job(pool, prover, Scripted(PRICES, [OFF_BY_ONE]), user="ada")
+    assert job["status"] == "awaiting_review"
+    assert job["finished_at"] is None
+    assert (
+        await pool.fetchval("SELECT requested_by FROM missions WHERE id = $1", job["mission_id"])
+        == "ada"
+    )
+    async with pool.acquire() as connection, connection.transaction():
+        await connection.execute(
+            "UPDATE missions SET qa_status = 'approved' WHERE id = $1", job["mission_id"]
+        )
+        await waiting.after_approval(connection, job["mission_id"])
+    settled = await pool.fetchrow(
+        "SELECT status, instance_id FROM generation_jobs WHERE id = $1", job["id"]
+    )
+    assert settled["status"] == "completed"
+    instance = await pool.fetchrow(
+        "SELECT * FROM mission_instances WHERE id = $1", settled["instance_id"]
+    )
+    assert (instance["user_id"], instance["mission_id"], instance["serve_number"]) == (
+        "ada",
+        job["mission_id"],
+        1,
+    )
+    assert instance["files"]["basket.py"] == OFF_BY_ONE.sabotaged_files["basket.py"]
+
+
+async def test_a_rejection_fails_the_waiting_job_with_the_reason(
+    pool: asyncpg.Pool, prover: Prover
+) -> None:
+    require(prover, "python", "trusted")
+    job = await run_job(pool, prover, Scripted(PRICES, [OFF_BY_ONE]), user="bob")
+    async with pool.acquire() as connection, connection.transaction():
+        await waiting.after_refusal(connection, job["mission_id"], "rejected in review: too easy")
+    row = await status_of(pool, job["id"])
+    assert (row["status"], row["error"]) == ("failed", "rejected in review: too easy")
+
+
+async def test_a_domain_reviewed_by_proof_serves_the_waiting_user_at_once(
+    pool: asyncpg.Pool, prover: Prover
+) -> None:
+    require(prover, "python", "trusted")
+    job = await run_job(
+        pool, prover, Scripted(PRICES, [OFF_BY_ONE]), user="cy", domains=domain_map(review="proof")
+    )
+    assert job["status"] == "completed"
+    assert job["instance_id"] is not None
+    assert (
+        await pool.fetchval("SELECT qa_status FROM missions WHERE id = $1", job["mission_id"])
+        == "approved"
+    )
+
+
+async def test_a_gold_that_fails_its_own_tests_fails_the_job(
+    pool: asyncpg.Pool, prover: Prover
+) -> None:
+    require(prover, "python", "trusted")
+    job = await run_job(pool, prover, Scripted(BROKEN_GOLD, [OFF_BY_ONE]), user=None)
+    assert job["status"] == "failed"
+    assert job["error"].startswith(
+        "the gold solution failed its own tests: gold failed 1 of 2 tests"
+    )
+    assert await pool.fetchval("SELECT count(*) FROM missions") == 0
+    assert await ledger(pool, job["id"]) == ["generate:ok"], "no bug is planted in a broken gold"
+
+
+async def test_a_bug_that_breaks_nothing_is_planted_again_then_the_job_fails(
+    pool: asyncpg.Pool, prover: Prover
+) -> None:
+    require(prover, "python", "trusted")
+    job = await run_job(pool, prover, Scripted(PRICES, [HARMLESS]), user=None)
+    assert job["status"] == "failed"
+    assert "no planted bug passed its proof in 3 tries" in job["error"]
+    assert "broke nothing" in job["error"]
+    assert await ledger(pool, job["id"]) == ["generate:ok"] + ["sabotage:ok"] * 3, "each try billed"
+    assert await pool.fetchval("SELECT count(*) FROM missions") == 0
+
+
+async def test_a_second_identical_mission_is_discarded(pool: asyncpg.Pool, prover: Prover) -> None:
+    require(prover, "python", "trusted")
+    first = await run_job(pool, prover, Scripted(PRICES, [HARMLESS, OFF_BY_ONE]), user=None)
+    second = await run_job(pool, prover, Scripted(PRICES, [OFF_BY_ONE]), user=None)
+    assert first["status"] == "completed"
+    assert (second["status"], second["error"]) == (
+        "failed",
+        "made a mission identical to one already in the pool; discarded",
+    )
+    assert await pool.fetchval("SELECT count(*) FROM missions") == 1
+
+
+async def test_a_mission_without_code_goes_to_people_unproven(
+    pool: asyncpg.Pool, prover: Prover
+) -> None:
+    job = await run_job(
+        pool, prover, OfflineProvider(delay_seconds=0), user=None, domain="marketing-copy"
+    )
+    assert job["status"] == "completed"
+    mission = await pool.fetchrow(
+        "SELECT qa_status, proof, test_files FROM missions WHERE id = $1", job["mission_id"]
+    )
+    assert mission["qa_status"] == "awaiting_review"
+    assert mission["proof"] == {
+        "gold": None,
+        "sabotage_tries": [],
+        "verdict": "no code: human review only",
+    }
+    assert mission["test_files"] == {}
+
+
+@pytest.mark.parametrize("trust", ["untrusted"])
+async def test_untrusted_code_is_refused_where_the_sandbox_is_missing(
+    pool: asyncpg.Pool, prover: Prover, trust: Trust
+) -> None:
+    reason = prover.availability("python", trust)
+    job = await run_job(pool, prover, Scripted(PRICES, [OFF_BY_ONE]), user=None, trust=trust)
+    if reason is None:
+        assert job["status"] == "completed", "the sandbox is here: untrusted code is proven in it"
+    else:
+        assert job["status"] == "failed"
+        assert job["error"] == f"domain python-backend is disabled on this worker: {reason}"

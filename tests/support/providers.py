@@ -1,0 +1,57 @@
+"""A provider that answers from a script, for pipeline tests: real code, real tests, chosen
+answers (a gold that fails, a bug that breaks nothing, the same mission twice)."""
+
+from __future__ import annotations
+
+from core.domains import Domain
+from generation.drafts import MissionDraft, SabotageDraft
+from generation.ledger import Ledger
+
+PRICES = MissionDraft(
+    title="Basket totals",
+    brief="`basket.py` totals a basket. The tests say how; find the bug.",
+    gold_files={"basket.py": "def total(prices):\n    return sum(prices)\n"},
+    test_files={
+        "test_basket.py": (
+            "from basket import total\n\n"
+            "def test_two_items():\n    assert total([2, 3]) == 5\n\n"
+            "def test_one_item():\n    assert total([7]) == 7\n"
+        )
+    },
+)
+OFF_BY_ONE = SabotageDraft(
+    sabotaged_files={"basket.py": "def total(prices):\n    return sum(prices) + 1\n"},
+    bug_summary="basket.py line 2: the total is one too high",
+    grader_hint="look at the return",
+)
+HARMLESS = SabotageDraft(
+    sabotaged_files={"basket.py": "def total(prices):\n    return sum(prices)  # fine\n"},
+    bug_summary="nothing, really",
+    grader_hint="",
+)
+BROKEN_GOLD = MissionDraft(
+    title=PRICES.title,
+    brief=PRICES.brief,
+    gold_files={"basket.py": "def total(prices):\n    return max(prices)\n"},
+    test_files=PRICES.test_files,
+)
+
+
+class Scripted:
+    name = "scripted"
+
+    def __init__(self, mission: MissionDraft, sabotages: list[SabotageDraft]) -> None:
+        self._mission = mission
+        self._sabotages = sabotages
+
+    async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
+        async with ledger.call("generate", self.name, "script") as record:
+            record.input_tokens, record.output_tokens = 100, 400
+            return self._mission
+
+    async def plant_bug(
+        self, domain: Domain, mission: MissionDraft, *, seed: int, try_number: int, ledger: Ledger
+    ) -> SabotageDraft:
+        async with ledger.call("sabotage", self.name, "script") as record:
+            record.input_tokens, record.output_tokens = 200, 100
+            return self._sabotages[min(try_number, len(self._sabotages)) - 1]
