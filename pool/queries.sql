@@ -109,3 +109,52 @@ ORDER BY (
     SELECT count(*) FROM missions m WHERE m.domain = d.name AND m.qa_status = 'awaiting_review'
 ), d.position
 LIMIT 1;
+
+-- name: missions_by_domain
+-- Per domain: the approved, unretired stock and its serves left (the missions_servable
+-- index), the missions awaiting review that can still be approved, the reviews in [$2, $3],
+-- and the p90 lead time of the missions approved then: from their job's creation (read from
+-- generation_jobs, whose retention outlasts the window) to their approval.
+SELECT d.domain, stock.approved, stock.remaining_serves, review.awaiting_review,
+       reviewed.approvals, reviewed.rejections, lead.lead_time_p90_s, lead.lead_time_samples
+FROM unnest($1::text[]) AS d(domain)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS approved, coalesce(sum(m.max_serves - m.serve_count), 0) AS remaining_serves
+    FROM missions m
+    WHERE m.domain = d.domain AND m.qa_status = 'approved' AND m.retired_at IS NULL
+) stock
+CROSS JOIN LATERAL (
+    SELECT count(*) AS awaiting_review FROM missions m
+    WHERE m.domain = d.domain AND m.qa_status = 'awaiting_review' AND m.retired_at IS NULL
+) review
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE m.qa_status = 'approved') AS approvals,
+           count(*) FILTER (WHERE m.qa_status = 'rejected') AS rejections
+    FROM missions m
+    WHERE m.domain = d.domain AND m.reviewed_at BETWEEN $2::timestamptz AND $3::timestamptz
+) reviewed
+CROSS JOIN LATERAL (
+    SELECT percentile_cont(0.9) WITHIN GROUP (
+               ORDER BY extract(epoch FROM m.reviewed_at - j.created_at)
+           ) AS lead_time_p90_s,
+           count(*) AS lead_time_samples
+    FROM missions m JOIN generation_jobs j ON j.id = m.job_id
+    WHERE m.domain = d.domain AND m.qa_status = 'approved'
+      AND m.reviewed_at BETWEEN $2::timestamptz AND $3::timestamptz
+) lead;
+
+-- name: serves_by_domain
+-- Per domain: the serves (instances made) in ($2, $4] and in ($3, $4], the two demand windows.
+SELECT d.domain,
+       count(i.id) FILTER (WHERE i.created_at > $2::timestamptz) AS serves_short,
+       count(i.id) AS serves_long
+FROM unnest($1::text[]) AS d(domain)
+LEFT JOIN mission_instances i
+  ON i.domain = d.domain AND i.created_at > $3::timestamptz AND i.created_at <= $4::timestamptz
+GROUP BY d.domain;
+
+-- name: replenish_leader_try_lock
+-- One replenishment pass at a time across all processes: a pass that cannot take this
+-- transaction lock is skipped, as another process is counting the same pool right now.
+-- (Keys 1, 2 and 3 are the dispatch, per-user and API key bootstrap locks.)
+SELECT pg_try_advisory_xact_lock(4, 0);

@@ -1,4 +1,5 @@
-"""What route handlers are given: the pool, the key store, the domain map, the queue limits."""
+"""What route handlers are given: the pool, the key store, the domain map, the queue limits;
+and the replenisher as the worker and the operators' route build it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from litestar import Request
 
 from core.domains import DomainMap
 from generation.queue import Limits
+from pool.replenish import Replenisher
 from server.auth import KeyStore
 from server.settings import Settings
 
@@ -21,6 +23,20 @@ class Services:
     limits: Limits
     pool: asyncpg.Pool
     keys: KeyStore
+
+
+def queue_limits(settings: Settings) -> Limits:
+    return Limits(
+        user_cap=settings.user_cap,
+        max_pending=settings.max_pending,
+        replenish_max_pending=settings.replenish_max_pending,
+    )
+
+
+def replenisher(pool: asyncpg.Pool, settings: Settings, domain_map: DomainMap) -> Replenisher:
+    return Replenisher(
+        pool, domain_map, queue_limits(settings), max_per_pass=settings.replenish_max_per_pass
+    )
 
 
 def provide_services(request: Request[Any, Any, Any]) -> Services:

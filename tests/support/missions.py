@@ -4,28 +4,32 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from datetime import datetime
 
-import asyncpg
+from core.sql import Executor
 
 _numbers = itertools.count()
 
 
 async def add_mission(
-    pool: asyncpg.Pool,
+    pool: Executor,
     domain: str = "python-backend",
     *,
     max_serves: int = 100,
     qa_status: str = "approved",
     retired: bool = False,
+    job_id: int | None = None,
+    reviewed_at: datetime | None = None,
 ) -> int:
     number = next(_numbers)
     language = {"marketing-copy": "none", "sql-data": "sql", "javascript-frontend": "javascript"}
     mission_id: int = await pool.fetchval(
         """INSERT INTO missions (domain, kind, language, title, brief, gold_files, test_files,
                sabotaged_files, bug_summary, proof, provider, qa_status, max_serves,
-               retired_at, retire_reason, content_hash)
+               retired_at, retire_reason, content_hash, job_id, reviewed_at)
            VALUES ($1, $2, $3, $4, 'Fix the bug.', $5, $6, $7, 'the secret bug', '{}', 'test',
-                   $8, $9, CASE WHEN $10 THEN now() END, CASE WHEN $10 THEN 'test' END, $11)
+                   $8, $9, CASE WHEN $10 THEN now() END, CASE WHEN $10 THEN 'test' END, $11,
+                   $12, $13)
            RETURNING id""",
         domain,
         "non_technical" if domain == "marketing-copy" else "technical",
@@ -38,5 +42,7 @@ async def add_mission(
         max_serves,
         retired,
         hashlib.sha256(f"{domain}-{number}".encode()).digest(),
+        job_id,
+        reviewed_at,
     )
     return mission_id

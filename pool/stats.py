@@ -1,0 +1,133 @@
+"""The pool per domain: stock, review, generations under way and the forecast, counted from
+the tables as GET /v1/pool, `warmpool status` and the replenisher read them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+
+from core.domains import DomainMap
+from core.sql import Executor, Queries
+from generation import queue
+from pool.forecast import (
+    HISTORY,
+    LONG_DEMAND_WINDOW,
+    SHORT_DEMAND_WINDOW,
+    Forecast,
+    Measured,
+    forecast,
+)
+
+queries = Queries("pool")
+
+
+class Counted(msgspec.Struct, frozen=True, kw_only=True):
+    """One domain as a replenishment pass saw it."""
+
+    measured: Measured
+    # The domain's last replenish job: it names the state the pass saw, in its keys.
+    last_replenish_job_id: int | None
+
+
+class DomainPool(msgspec.Struct, frozen=True, kw_only=True):
+    domain: str
+    kind: str
+    approved: int
+    awaiting_review: int
+    remaining_serves: int
+    target: int
+    # Generating now, and waiting for a slot (both lanes).
+    in_flight: int
+    pending: int
+    # Some track may be served this domain; one that none may is never replenished.
+    reachable: bool
+    forecast: Forecast
+
+
+class PoolStats(msgspec.Struct, frozen=True):
+    domains: list[DomainPool]
+
+
+async def count(
+    connection: Executor, domain_map: DomainMap, now: datetime | None = None
+) -> dict[str, Counted]:
+    """Every domain of the map, counted; `now` moves the windows (tests), else the clock."""
+    now = now or datetime.now(UTC)
+    names = list(domain_map.domains)
+    since = now - HISTORY
+    jobs = await queue.jobs_by_domain(connection, names, since=since, now=now)
+    missions = {
+        row["domain"]: row
+        for row in await connection.fetch(queries["missions_by_domain"], names, since, now)
+    }
+    serves = {
+        row["domain"]: row
+        for row in await connection.fetch(
+            queries["serves_by_domain"],
+            names,
+            now - SHORT_DEMAND_WINDOW,
+            now - LONG_DEMAND_WINDOW,
+            now,
+        )
+    }
+    return {
+        name: Counted(
+            measured=Measured(
+                approved=missions[name]["approved"],
+                remaining_serves=missions[name]["remaining_serves"],
+                awaiting_review=missions[name]["awaiting_review"],
+                pending=jobs[name].pending,
+                generating=jobs[name].generating,
+                serves_in_short_window=serves[name]["serves_short"],
+                serves_in_long_window=serves[name]["serves_long"],
+                generated=jobs[name].generated,
+                generation_failures=jobs[name].failed,
+                approvals=missions[name]["approvals"],
+                rejections=missions[name]["rejections"],
+                lead_time_p90_s=missions[name]["lead_time_p90_s"],
+                lead_time_samples=missions[name]["lead_time_samples"],
+            ),
+            last_replenish_job_id=jobs[name].last_replenish_job_id,
+        )
+        for name in names
+    }
+
+
+def reachable(domain_map: DomainMap) -> frozenset[str]:
+    return frozenset(name for names in domain_map.tracks.values() for name in names)
+
+
+def describe(domain_map: DomainMap, counted: dict[str, Counted]) -> PoolStats:
+    served = reachable(domain_map)
+    return PoolStats(
+        domains=[
+            _domain_pool(domain_map, name, each.measured, name in served)
+            for name, each in counted.items()
+        ]
+    )
+
+
+async def read(
+    connection: Executor, domain_map: DomainMap, now: datetime | None = None
+) -> PoolStats:
+    return describe(domain_map, await count(connection, domain_map, now))
+
+
+def _domain_pool(
+    domain_map: DomainMap, name: str, measured: Measured, is_reachable: bool
+) -> DomainPool:
+    domain = domain_map.domains[name]
+    outlook = forecast(domain, measured)
+    return DomainPool(
+        domain=name,
+        kind=domain.kind,
+        approved=measured.approved,
+        awaiting_review=measured.awaiting_review,
+        remaining_serves=measured.remaining_serves,
+        target=domain.target,
+        in_flight=measured.generating,
+        pending=measured.pending,
+        reachable=is_reachable,
+        forecast=outlook if is_reachable else msgspec.structs.replace(outlook, deficit=0),
+    )

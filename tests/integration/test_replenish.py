@@ -1,0 +1,298 @@
+"""Replenishment on the real database: a drained pool refilled to target, one pass at a time
+across connections and processes, keys that dedupe a pass over the same state, the growth
+cap, shedding, and interactive work finding room under a saturated queue."""
+
+import asyncio
+import math
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import msgspec
+import yaml
+
+from core import domains
+from core.domains import DomainMap
+from core.sql import Connection
+from generation import queue
+from generation.dispatcher import Dispatcher
+from generation.finisher import Ending, Finished
+from generation.jobs import ClaimedJob
+from generation.ledger import Ledger
+from generation.sweeper import Sweeper
+from generation.worker import Generator, Worker
+from pool import serving, stats
+from pool.forecast import PRIOR_APPROVED, PRIOR_GENERATED
+from pool.replenish import Replenisher, ReplenishPass
+from server.services import queue_limits
+from server.settings import Settings
+from tests.support.generators import Gated
+from tests.support.jobs import LIMITS, enqueue
+from tests.support.missions import add_mission
+from tests.support.replenish_process import BARRIER_LOCK
+from tests.support.server import ROOT, environment
+
+PRIOR_PASS = PRIOR_APPROVED * PRIOR_GENERATED
+MINUTE = timedelta(minutes=1)
+
+
+def domain_map(**targets: int) -> dict[str, Any]:
+    """A map whose engineers may be served python-backend and sql-data, and whose
+    javascript-frontend no track reaches; jitter off, so serve limits are exact."""
+    defaults = {"python-backend": 0, "sql-data": 0, "javascript-frontend": 0}
+    languages = {"python-backend": "python", "sql-data": "sql", "javascript-frontend": "javascript"}
+    return {
+        "tracks": {"backend-engineer": ["python-backend", "sql-data"]},
+        "domains": {
+            name: {
+                "kind": "technical",
+                "language": languages[name],
+                "target": targets.get(name.replace("-", "_"), target),
+                "retire_jitter": False,
+            }
+            for name, target in defaults.items()
+        },
+    }
+
+
+def parsed(**targets: int) -> DomainMap:
+    return domains.parse(domain_map(**targets), "test map")
+
+
+def replenisher(
+    pool: asyncpg.Pool,
+    the_map: DomainMap,
+    *,
+    max_per_pass: int = 100,
+    limits: queue.Limits = LIMITS,
+) -> Replenisher:
+    return Replenisher(pool, the_map, limits, max_per_pass=max_per_pass)
+
+
+def enqueued(result: ReplenishPass) -> dict[str, int]:
+    return {each.domain: len(each.enqueued) for each in result.domains if each.enqueued}
+
+
+async def replenish_jobs(pool: asyncpg.Pool) -> dict[str, int]:
+    rows = await pool.fetch(
+        "SELECT domain, count(*) FROM generation_jobs WHERE lane = 'replenish' GROUP BY domain"
+    )
+    return {row["domain"]: row["count"] for row in rows}
+
+
+class Stocking:
+    """Every generation stores an approved mission of its job's domain, reviewed `review`
+    after its job was created."""
+
+    def __init__(self, review: timedelta) -> None:
+        self._review = review
+
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Ending:
+        async def store(connection: Connection) -> Finished:
+            mission = await add_mission(
+                connection,
+                job.domain,
+                job_id=job.id,
+                reviewed_at=job.created_at + self._review,
+            )
+            return Finished(status="completed", mission_id=mission)
+
+        return store
+
+
+def worker_and_dispatcher(
+    pool: asyncpg.Pool, generator: Generator, *, cap: int, replenish_cap: int
+) -> tuple[Worker, Dispatcher]:
+    worker = Worker(pool, generator, name="test-worker", capacity=cap)
+    sweeper = Sweeper(
+        pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
+    )
+    return worker, Dispatcher(pool, worker, sweeper, global_cap=cap, replenish_cap=replenish_cap)
+
+
+async def test_a_pool_drained_by_serves_is_refilled_to_target(pool: asyncpg.Pool) -> None:
+    the_map = parsed(python_backend=4)
+    now = datetime.now(UTC)
+    for _ in range(4):
+        await add_mission(pool, "python-backend", max_serves=2)
+    engineers = the_map.domains_for("backend-engineer")
+    async with pool.acquire() as connection:
+        for user in range(8):
+            async with connection.transaction():
+                served = await serving.serve(
+                    connection,
+                    user_id=f"user-{user}",
+                    track="backend-engineer",
+                    domains=engineers,
+                    now=now - 10 * MINUTE,
+                )
+            assert served is not None
+    drained = {each.domain: each for each in (await stats.read(pool, the_map, now)).domains}
+    assert drained["python-backend"].approved == 0
+
+    first = await replenisher(pool, the_map).run_once(now)
+    # The floor of 4 missions at the prior pass rate, which covers the demand too: 8 serves
+    # in the last hour, over a 2 h lead time, are 16 + 6.6 serves, a third of one mission.
+    assert enqueued(first) == {"python-backend": math.ceil(4 / PRIOR_PASS)} == {"python-backend": 6}
+
+    worker, dispatcher = worker_and_dispatcher(
+        pool, Stocking(review=30 * MINUTE), cap=10, replenish_cap=10
+    )
+    assert len(await dispatcher.run_once()) == 6
+    assert await worker.drain(None)
+
+    later = now + 2 * timedelta(hours=1)
+    refilled = {each.domain: each for each in (await stats.read(pool, the_map, later)).domains}
+    backend = refilled["python-backend"]
+    assert backend.approved == 6 >= backend.target
+    assert backend.forecast.lead_time_p90_s == 30 * 60, "six approvals measured the lead time"
+    assert backend.forecast.pass_rate > PRIOR_PASS, "six successes raised the pass rate"
+    assert backend.forecast.deficit == 0
+    assert enqueued(await replenisher(pool, the_map).run_once(later)) == {}
+
+
+async def test_two_passes_at_the_same_moment_enqueue_one_set(pool: asyncpg.Pool) -> None:
+    the_map = parsed(python_backend=4, sql_data=2)
+    now = datetime.now(UTC)
+    results = await asyncio.gather(*(replenisher(pool, the_map).run_once(now) for _ in range(4)))
+    one_set = {"python-backend": 6, "sql-data": 3}
+    assert await replenish_jobs(pool) == one_set
+    totals: dict[str, int] = {}
+    for result in results:
+        for name, count in enqueued(result).items():
+            totals[name] = totals.get(name, 0) + count
+    assert totals == one_set
+    assert sum(1 for result in results if enqueued(result)) == 1
+
+
+async def test_two_processes_at_the_same_moment_enqueue_one_set(
+    database_url: str, pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    map_file = tmp_path / "domain_map.yaml"
+    map_file.write_text(yaml.safe_dump(domain_map(python_backend=4, sql_data=2)))
+    barrier = await asyncpg.connect(database_url)
+    try:
+        # Both processes connect, then wait on this lock, so they start their passes together.
+        await barrier.execute("SELECT pg_advisory_lock($1)", BARRIER_LOCK)
+        processes = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "tests.support.replenish_process",
+                str(map_file),
+                cwd=ROOT,
+                env=environment(database_url, {"WARMPOOL_REPLENISH_MAX_PER_PASS": "10"}),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            for _ in range(2)
+        ]
+        waiting = 0
+        for _ in range(600):
+            waiting = await barrier.fetchval(
+                """SELECT count(*) FROM pg_locks
+                   WHERE locktype = 'advisory' AND NOT granted
+                     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+            )
+            if waiting == 2 or any(process.returncode is not None for process in processes):
+                break
+            await asyncio.sleep(0.05)  # the processes are starting; nothing ages
+        await barrier.execute("SELECT pg_advisory_unlock($1)", BARRIER_LOCK)
+    finally:
+        await barrier.close()
+    answers = [await asyncio.wait_for(process.communicate(), 60) for process in processes]
+    assert waiting == 2, answers
+    assert [process.returncode for process in processes] == [0, 0], answers
+    results = [msgspec.json.decode(out, type=ReplenishPass) for out, _ in answers]
+    assert await replenish_jobs(pool) == {"python-backend": 6, "sql-data": 3}
+    assert sorted(sum(len(each.enqueued) for each in r.domains) for r in results) == [0, 9]
+
+
+async def test_the_keys_dedupe_a_pass_over_the_same_state(pool: asyncpg.Pool) -> None:
+    the_map = parsed(python_backend=4)
+    first = await replenisher(pool, the_map).run_once()
+    assert enqueued(first) == {"python-backend": 6}
+    # A second pass that saw what the first one saw (as one that counted before the first
+    # committed would, but for the lock) makes the same keys, and orders nothing.
+    await pool.execute("DELETE FROM generation_jobs")
+    again = await replenisher(pool, the_map).run_once()
+    assert [(each.domain, each.deficit, each.enqueued) for each in again.domains] == [
+        ("python-backend", 6, [])
+    ]
+    assert await replenish_jobs(pool) == {}
+    keys = await pool.fetch("SELECT key FROM idempotency_keys WHERE caller = 'replenisher'")
+    assert sorted(row["key"] for row in keys) == [
+        f"python-backend:after-job-0:slot-{slot}" for slot in range(6)
+    ]
+
+
+async def test_the_growth_cap_holds_per_domain_and_pass(pool: asyncpg.Pool) -> None:
+    the_map = parsed(python_backend=20, sql_data=2)
+    capped = replenisher(pool, the_map, max_per_pass=3)
+    first = await capped.run_once()
+    deficits = {each.domain: each.deficit for each in first.domains}
+    assert deficits == {"python-backend": math.ceil(20 / PRIOR_PASS), "sql-data": 3}
+    assert enqueued(first) == {"python-backend": 3, "sql-data": 3}
+    second = await capped.run_once()
+    assert enqueued(second) == {"python-backend": 3}, "sql-data's three are under way"
+    assert await replenish_jobs(pool) == {"python-backend": 6, "sql-data": 3}
+
+
+async def test_an_unreachable_domain_is_never_replenished(pool: asyncpg.Pool) -> None:
+    the_map = parsed(javascript_frontend=5)
+    result = await replenisher(pool, the_map).run_once()
+    assert result.ran
+    assert result.domains == []
+    frontend = next(
+        each
+        for each in (await stats.read(pool, the_map)).domains
+        if each.domain == "javascript-frontend"
+    )
+    assert (frontend.reachable, frontend.forecast.deficit) == (False, 0)
+
+
+async def test_a_full_lane_sheds_the_pass_quietly(pool: asyncpg.Pool) -> None:
+    the_map = parsed(python_backend=4, sql_data=2)
+    limits = queue.Limits(user_cap=3, max_pending=200, replenish_max_pending=4)
+    result = await replenisher(pool, the_map, limits=limits).run_once()
+    # The least covered first; both are empty, so the map's order.
+    assert [(each.domain, len(each.enqueued), each.shed) for each in result.domains] == [
+        ("python-backend", 4, True),
+        ("sql-data", 0, True),
+    ]
+    assert await replenish_jobs(pool) == {"python-backend": 4}
+    await enqueue(pool, "waiting-user", limits=limits)  # a user still finds room
+
+
+async def test_under_a_saturated_queue_interactive_jobs_are_enqueued_and_claimed(
+    pool: asyncpg.Pool,
+) -> None:
+    settings = Settings(global_cap=4, max_pending=10, replenish_share=0.5)
+    limits = queue_limits(settings)
+    assert (settings.replenish_cap, limits.replenish_max_pending) == (2, 5)
+    the_map = parsed(python_backend=20)
+    refill = replenisher(pool, the_map, limits=limits)
+    gate = Gated()
+    worker, dispatcher = worker_and_dispatcher(
+        pool, gate, cap=settings.global_cap, replenish_cap=settings.replenish_cap
+    )
+
+    assert enqueued(await refill.run_once()) == {"python-backend": 5}
+    assert [job.lane for job in await dispatcher.run_once()] == ["replenish"] * 2
+    refilled = await refill.run_once()
+    assert (enqueued(refilled), refilled.domains[0].shed) == ({"python-backend": 2}, True)
+    assert await dispatcher.run_once() == [], "the lane holds its whole share of the cap"
+
+    users = [await enqueue(pool, f"user-{index}", limits=limits) for index in range(3)]
+    claimed = await dispatcher.run_once()
+    assert [(job.id, job.lane) for job in claimed] == [
+        (users[0], "interactive"),
+        (users[1], "interactive"),
+    ]
+    shed = await refill.run_once()
+    assert enqueued(shed) == {}
+    assert shed.domains[0].shed
+    gate.release()
+    assert await worker.drain(None)
