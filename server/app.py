@@ -14,28 +14,15 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from core import domains
-from generation.queue import Limits
 from server import database, migrate, ui
 from server.auth import KeyStore, bootstrap_keys
 from server.errors import exception_handlers
 from server.routes import health, jobs, operators, review, serve
 from server.runtime import running_worker
-from server.services import Services, provide_services
+from server.services import Services, provide_services, queue_limits
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
-
-# The replenish lane's share of the pending limit and of the global cap: interactive work
-# always finds room, and replenishment is what gets shed first.
-REPLENISH_SHARE = 0.5
-
-
-def queue_limits(settings: Settings) -> Limits:
-    return Limits(
-        user_cap=settings.user_cap,
-        max_pending=settings.max_pending,
-        replenish_max_pending=max(1, int(settings.max_pending * REPLENISH_SHARE)),
-    )
 
 
 def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
@@ -75,6 +62,8 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
             jobs.read_job,
             jobs.cancel_job,
             operators.read_queue,
+            operators.read_pool,
+            operators.replenish,
             serve.serve,
             serve.read_instance,
             serve.user_instances,

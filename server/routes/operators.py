@@ -1,14 +1,16 @@
-"""Operator routes (role admin): GET /v1/queue."""
+"""Operator routes (role admin): the queue, the pool per domain, a replenishment pass now."""
 
 from __future__ import annotations
 
-from litestar import get
+from litestar import get, post
 from litestar.di import NamedDependency
 
 from generation import queue
+from pool import stats
+from pool.replenish import ReplenishPass
 from server.auth import requires
 from server.routes.common import problems
-from server.services import Services
+from server.services import Services, replenisher
 
 
 @get("/v1/queue", guards=[requires("admin")], responses=problems(401, 403), summary="Queue depth")
@@ -18,3 +20,28 @@ async def read_queue(services: NamedDependency[Services]) -> queue.QueueStats:
         global_cap=services.settings.global_cap,
         max_pending=services.settings.max_pending,
     )
+
+
+@get(
+    "/v1/pool",
+    guards=[requires("admin")],
+    responses=problems(401, 403),
+    summary="The pool per domain",
+    description="Stock, review, generations under way, and the replenishment forecast: supply, "
+    "serve rate, lead time (p90), time to empty, pass rate and the deficit.",
+)
+async def read_pool(services: NamedDependency[Services]) -> stats.PoolStats:
+    return await stats.read(services.pool, services.domain_map)
+
+
+@post(
+    "/v1/pool/replenish",
+    guards=[requires("admin")],
+    status_code=202,
+    responses=problems(401, 403, 503),
+    summary="Run a replenishment pass now",
+    description="Answers what the pass enqueued per domain; `ran` is false when another "
+    "process was running a pass at that moment.",
+)
+async def replenish(services: NamedDependency[Services]) -> ReplenishPass:
+    return await replenisher(services.pool, services.settings, services.domain_map).run_once()

@@ -1,0 +1,97 @@
+"""GET /v1/pool and POST /v1/pool/replenish: the contract, the forecast's fields, the roles."""
+
+import asyncpg
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from server.auth import Role
+from tests.conftest import bearer
+from tests.integration.test_http_jobs import assert_problem
+from tests.support.missions import add_mission
+
+Client = AsyncTestClient[Litestar]
+
+CONTRACT = {
+    "domain",
+    "kind",
+    "approved",
+    "awaiting_review",
+    "remaining_serves",
+    "target",
+    "in_flight",
+    "pending",
+}
+FORECAST = {
+    "pass_rate",
+    "serve_rate_per_hour",
+    "lead_time_p90_s",
+    "supply_missions",
+    "supply_serves",
+    "demand_serves",
+    "time_to_empty_s",
+    "cover",
+    "deficit",
+}
+
+
+async def test_the_pool_per_domain_then_a_pass_that_refills_it(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    admin = bearer(keys["admin"])
+    for _ in range(8):
+        await add_mission(pool, "python-backend", max_serves=100)
+    await add_mission(pool, "python-backend", qa_status="awaiting_review")
+    answer = await client.get("/v1/pool", headers=admin)
+    assert answer.status_code == 200, answer.text
+    by_domain = {each["domain"]: each for each in answer.json()["domains"]}
+    # The repository's map, in its order.
+    assert list(by_domain) == [
+        "python-backend",
+        "sql-data",
+        "javascript-frontend",
+        "marketing-copy",
+    ]
+    backend = by_domain["python-backend"]
+    assert CONTRACT | {"reachable", "forecast"} == set(backend)
+    assert set(backend["forecast"]) == FORECAST
+    assert {key: backend[key] for key in CONTRACT} == {
+        "domain": "python-backend",
+        "kind": "technical",
+        "approved": 8,
+        "awaiting_review": 1,
+        "remaining_serves": 800,
+        "target": 8,
+        "in_flight": 0,
+        "pending": 0,
+    }
+    assert backend["forecast"]["deficit"] == 0, "at its target, nobody served"
+    assert backend["forecast"]["time_to_empty_s"] is None
+    assert by_domain["sql-data"]["forecast"]["deficit"] == 6, "4 at the prior pass rate 0.72"
+
+    ran = await client.post("/v1/pool/replenish", headers=admin)
+    assert ran.status_code == 202, ran.text
+    answered = ran.json()
+    assert answered["ran"] is True
+    enqueued = {each["domain"]: len(each["enqueued"]) for each in answered["domains"]}
+    # At most five per domain and pass; marketing-copy's 3 need 5 generations.
+    assert enqueued == {"sql-data": 5, "javascript-frontend": 5, "marketing-copy": 5}
+    after = {
+        each["domain"]: each
+        for each in (await client.get("/v1/pool", headers=admin)).json()["domains"]
+    }
+    assert after["sql-data"]["pending"] == 5
+    assert after["marketing-copy"]["forecast"]["deficit"] == 0
+    assert after["sql-data"]["forecast"]["deficit"] == 1
+
+
+async def test_only_admins_read_and_replenish_the_pool(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    for role in ("candidate_app", "qa_reviewer"):
+        headers = bearer(keys[role])
+        assert_problem(await client.get("/v1/pool", headers=headers), 403, "'admin'")
+        assert_problem(await client.post("/v1/pool/replenish", headers=headers), 403, "'admin'")
+    assert_problem(await client.post("/v1/pool/replenish"), 401)
+    assert await pool.fetchval("SELECT count(*) FROM generation_jobs") == 0
+    schema = (await client.get("/schema/openapi.json")).json()
+    assert {"/v1/pool", "/v1/pool/replenish"} <= set(schema["paths"])
