@@ -1,21 +1,78 @@
-"""`warmpool status`: the queue at a glance in a terminal."""
+"""`warmpool status`: the queue and the pool per domain at a glance in a terminal."""
 
 from __future__ import annotations
 
+from core import domains
 from core.sql import Connection
 from generation import queue
+from pool import stats
 from server.settings import Settings
+
+POOL_COLUMNS = (
+    ("domain", "<20"),
+    ("approved", ">8"),
+    ("review", ">6"),
+    ("serves left", ">11"),
+    ("target", ">6"),
+    ("in flight", ">9"),
+    ("pending", ">7"),
+    ("supply", ">6"),
+    ("serves/h", ">8"),
+    ("lead p90", ">8"),
+    ("empty in", ">8"),
+    ("deficit", ">7"),
+)
 
 
 async def print_status(connection: Connection, settings: Settings) -> None:
-    stats = await queue.stats(
+    await _print_queue(connection, settings)
+    print()
+    await _print_pool(connection, settings)
+
+
+async def _print_queue(connection: Connection, settings: Settings) -> None:
+    queued = await queue.stats(
         connection, global_cap=settings.global_cap, max_pending=settings.max_pending
     )
     print(
-        f"queue: {stats.pending} pending (limit {stats.max_pending}), "
-        f"{stats.generating} generating (cap {stats.global_cap})"
+        f"queue: {queued.pending} pending (limit {queued.max_pending}), "
+        f"{queued.generating} generating (cap {queued.global_cap})"
     )
     print(f"{'lane':<12} {'pending':>8} {'generating':>11} {'oldest pending':>15}")
-    for name, lane in stats.lanes.items():
+    for name, lane in queued.lanes.items():
         age = "-" if lane.oldest_pending_age_s is None else f"{lane.oldest_pending_age_s:.0f}s"
         print(f"{name:<12} {lane.pending:>8} {lane.generating:>11} {age:>15}")
+
+
+async def _print_pool(connection: Connection, settings: Settings) -> None:
+    pool = await stats.read(connection, domains.load(settings.domain_map))
+    print("pool (supply: approved missions expected once review and generations are done)")
+    print(" ".join(f"{title:{align}}" for title, align in POOL_COLUMNS))
+    for each in pool.domains:
+        outlook = each.forecast
+        cells = (
+            each.domain if each.reachable else f"{each.domain} (no track)",
+            each.approved,
+            each.awaiting_review,
+            each.remaining_serves,
+            each.target,
+            each.in_flight,
+            each.pending,
+            f"{outlook.supply_missions:.1f}",
+            f"{outlook.serve_rate_per_hour:.1f}",
+            duration(outlook.lead_time_p90_s),
+            duration(outlook.time_to_empty_s),
+            outlook.deficit,
+        )
+        aligned = zip(cells, (align for _, align in POOL_COLUMNS), strict=True)
+        print(" ".join(f"{cell:{align}}" for cell, align in aligned))
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, whole_seconds = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{whole_seconds:02d}s" if minutes else f"{whole_seconds}s"
