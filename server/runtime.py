@@ -1,5 +1,5 @@
-"""The worker side of a process: dispatcher, sweeper, heartbeats and retention on apscheduler,
-plus a LISTEN connection so a NOTIFY fills a free slot within milliseconds."""
+"""The worker side of a process: dispatcher, sweeper, heartbeats, retention and replenishment
+on apscheduler, plus a LISTEN connection so a NOTIFY fills a free slot within milliseconds."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
 from generation.retention import Retention
 from generation.sweeper import Sweeper
 from generation.worker import Generator, Worker
+from pool.replenish import Replenisher
+from server import services
 from server.generation import mission_pipeline
 from server.settings import Settings
 
@@ -33,6 +35,7 @@ class WorkerRuntime:
         database_url: str,
         settings: Settings,
         generator: Generator,
+        replenisher: Replenisher | None = None,
     ) -> None:
         self._database_url = database_url
         self._settings = settings
@@ -54,9 +57,11 @@ class WorkerRuntime:
             self.worker,
             self.sweeper,
             global_cap=settings.global_cap,
-            replenish_cap=max(1, settings.global_cap // 2),
+            replenish_cap=settings.replenish_cap,
         )
         self.retention = Retention(pool, keep_for=timedelta(seconds=settings.job_retention_seconds))
+        # Every worker schedules replenishment passes; the leader lock runs one at a time.
+        self.replenisher = replenisher
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._listener: Connection | None = None
 
@@ -74,6 +79,15 @@ class WorkerRuntime:
         self._scheduler.add_job(
             self.retention.run_once, "interval", seconds=RETENTION_EVERY.total_seconds(), **every
         )
+        if self.replenisher is not None:
+            self._scheduler.add_job(
+                self._replenish,
+                "interval",
+                args=[self.replenisher],
+                seconds=self._settings.replenish_seconds,
+                next_run_time=now,
+                **every,
+            )
         self._scheduler.start()
         log.info(
             "worker %s started: global cap %d, tick %gs",
@@ -99,6 +113,12 @@ class WorkerRuntime:
         except DATABASE_ERRORS as error:
             log.warning("heartbeat failed, will retry: %s", error)
 
+    async def _replenish(self, replenisher: Replenisher) -> None:
+        try:
+            await replenisher.run_once()
+        except DATABASE_ERRORS as error:
+            log.warning("replenishment pass failed, will retry: %s", error)
+
     async def _listen(self) -> None:
         # A dedicated connection: a pooled one would lose its LISTEN when returned to the pool.
         # When it breaks (Postgres restarted), the tick keeps dispatching and reconnects it.
@@ -120,9 +140,16 @@ class WorkerRuntime:
 async def running_worker(
     pool: asyncpg.Pool, database_url: str, settings: Settings, domain_map: DomainMap
 ) -> AsyncIterator[WorkerRuntime]:
-    """A worker generating real missions: the mission pipeline, dispatched and swept."""
+    """A worker generating real missions: the mission pipeline, dispatched and swept, and the
+    pool's replenishment."""
     async with mission_pipeline(settings, domain_map, database_url) as pipeline:
-        runtime = WorkerRuntime(pool, database_url, settings, pipeline)
+        runtime = WorkerRuntime(
+            pool,
+            database_url,
+            settings,
+            pipeline,
+            replenisher=services.replenisher(pool, settings, domain_map),
+        )
         await runtime.start()
         try:
             yield runtime

@@ -26,6 +26,8 @@ from generation.worker import Generator, Worker
 from pool import serving, stats
 from pool.forecast import PRIOR_APPROVED, PRIOR_GENERATED
 from pool.replenish import Replenisher, ReplenishPass
+from server import services
+from server.runtime import WorkerRuntime
 from server.services import queue_limits
 from server.settings import Settings
 from tests.support.generators import Gated
@@ -296,3 +298,25 @@ async def test_under_a_saturated_queue_interactive_jobs_are_enqueued_and_claimed
     assert shed.domains[0].shed
     gate.release()
     assert await worker.drain(None)
+
+
+async def test_a_worker_runs_a_pass_when_it_starts_then_on_its_interval(
+    pool: asyncpg.Pool, database_url: str, settings: Settings
+) -> None:
+    the_map = parsed(sql_data=2)
+    runtime = WorkerRuntime(
+        pool,
+        database_url,
+        settings,
+        Gated(),
+        replenisher=services.replenisher(pool, settings, the_map),
+    )
+    await runtime.start()
+    try:
+        for _ in range(200):
+            if await replenish_jobs(pool):
+                break
+            await asyncio.sleep(0.05)  # the scheduler runs the first pass as it starts
+    finally:
+        await runtime.stop()
+    assert await replenish_jobs(pool) == {"sql-data": 3}
