@@ -14,6 +14,7 @@ from datetime import datetime
 import asyncpg
 
 from core.sql import DATABASE_ERRORS, Queries
+from generation.budget import Budget, claim_parameters
 from generation.jobs import ClaimedJob
 from generation.sweeper import Sweeper
 from generation.worker import Worker
@@ -33,6 +34,7 @@ class Dispatcher:
         *,
         global_cap: int,
         replenish_cap: int,
+        budget: Budget | None = None,
         count_timeout_seconds: float = 2.0,
     ) -> None:
         self._pool = pool
@@ -40,6 +42,7 @@ class Dispatcher:
         self._sweeper = sweeper
         self._global_cap = global_cap
         self._replenish_cap = replenish_cap
+        self._budget = claim_parameters(budget)
         self._count_timeout = count_timeout_seconds
         self._running = False
         self._sweep_due = False
@@ -68,6 +71,7 @@ class Dispatcher:
                     self._replenish_cap,
                     self._worker.id,
                     now,
+                    *self._budget,
                     timeout=self._count_timeout,
                 )
         except DATABASE_ERRORS as error:

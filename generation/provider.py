@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Protocol
 
 from core.domains import Domain
@@ -15,6 +16,10 @@ class ProviderError(Exception):
 
 class Provider(Protocol):
     name: str
+
+    def worst_case_cost_usd(self, calls: int) -> Decimal:
+        """The most `calls` model calls can cost: what the spend budget reserves."""
+        ...
 
     async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
         """Write a small, self-contained mission for `domain`, recording each model call."""

@@ -86,16 +86,38 @@ SELECT pg_advisory_xact_lock(1, 0);
 -- Under dispatch_lock: count what is in flight, and claim what fits under the global cap ($2)
 -- and this worker's free slots ($1), interactive lane first, at most $3 replenish jobs in
 -- flight in all. One statement, so if the count fails nothing is claimed: blind is full.
+-- With a daily budget ($6, USD), each claimed job reserves its worst-case cost ($7) until it
+-- ends; a claim must fit today's spend plus every outstanding reservation under the budget,
+-- and the replenish lane must leave the interactive reserve ($8, USD) untouched. The dispatch
+-- lock makes this exact however many workers claim at once.
 -- SKIP LOCKED passes over a row that a cancel or the sweeper holds instead of waiting on it;
 -- the status check in the UPDATE is what makes the claim conditional.
 WITH in_flight AS (
     SELECT count(*) AS total, count(*) FILTER (WHERE lane = 'replenish') AS replenish
     FROM generation_jobs WHERE status = 'generating'
 ),
+committed AS (
+    -- Looked at only when there is a budget and a cost.
+    SELECT spent_usd + reserved_usd AS usd
+    FROM generation_budget_committed(coalesce($5::timestamptz, now()))
+    WHERE $6::numeric IS NOT NULL AND $7::numeric > 0
+),
+affordable AS (
+    -- How many more jobs the budget allows in all, and in all before the interactive
+    -- reserve; unlimited without a budget or a cost.
+    SELECT CASE WHEN c.usd IS NULL THEN $1::int
+                ELSE greatest(0, floor(($6::numeric - c.usd) / $7::numeric))::int
+           END AS interactive,
+           CASE WHEN c.usd IS NULL THEN $1::int
+                ELSE greatest(0, floor(($6::numeric - $8::numeric - c.usd) / $7::numeric))::int
+           END AS replenish
+    FROM (SELECT (SELECT usd FROM committed) AS usd) c
+),
 room AS (
-    SELECT greatest(0, least($1::int, $2::int - total)) AS total,
-           greatest(0, least($1::int, $2::int - total, $3::int - replenish)) AS replenish
-    FROM in_flight
+    SELECT greatest(0, least($1::int, $2::int - f.total, a.interactive)) AS total,
+           greatest(0, least($1::int, $2::int - f.total, $3::int - f.replenish)) AS replenish,
+           a.replenish AS replenish_affordable
+    FROM in_flight f, affordable a
 ),
 interactive AS (
     SELECT id, 0 AS lane_rank, fair_time FROM generation_jobs
@@ -105,10 +127,13 @@ interactive AS (
     FOR UPDATE SKIP LOCKED
 ),
 replenish AS (
+    -- The interactive jobs claimed in this same statement spend the budget first.
     SELECT id, 1 AS lane_rank, fair_time FROM generation_jobs
     WHERE status = 'pending' AND lane = 'replenish'
     ORDER BY fair_time, id
-    LIMIT (SELECT replenish FROM room)
+    LIMIT (SELECT greatest(0, least(
+               replenish, replenish_affordable - (SELECT count(*) FROM interactive)))
+           FROM room)
     FOR UPDATE SKIP LOCKED
 ),
 chosen AS (
@@ -118,7 +143,8 @@ chosen AS (
 )
 UPDATE generation_jobs j
 SET status = 'generating', attempt = j.attempt + 1, worker_id = $4::text,
-    started_at = coalesce($5::timestamptz, now()), heartbeat_at = coalesce($5::timestamptz, now())
+    started_at = coalesce($5::timestamptz, now()), heartbeat_at = coalesce($5::timestamptz, now()),
+    reserved_usd = coalesce($7::numeric, 0)
 FROM chosen
 WHERE j.id = chosen.id AND j.status = 'pending'
 RETURNING j.id, j.attempt, j.lane, j.user_id, j.track, j.domain, j.created_at;
@@ -271,3 +297,6 @@ SELECT d.domain,
 FROM unnest($1::text[]) AS d(domain)
 LEFT JOIN generation_jobs j ON j.domain = d.domain
 GROUP BY d.domain;
+
+-- name: budget_today
+SELECT spent_usd, reserved_usd FROM generation_budget_committed(coalesce($1::timestamptz, now()));

@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from decimal import Decimal
 from urllib.parse import urlsplit
 
 from core.domains import DomainMap
+from generation.budget import Budget
 from generation.offline import OfflineProvider
 from generation.openai import prices
-from generation.openai.provider import OpenAIProvider
+from generation.openai.provider import OpenAIProvider, worst_case_cost_usd
 from generation.pipeline import MissionPipeline
 from generation.provider import Provider
 from pool import waiting
@@ -81,3 +83,21 @@ def _provider(settings: Settings) -> tuple[Provider, Trust]:
     )
     log.info("missions come from the openai provider: model %s at %s", settings.model, host)
     return provider, "untrusted"
+
+
+def spend_budget(settings: Settings) -> Budget | None:
+    """The daily budget, with each job's reservation: every call of the pipeline at its
+    ceiling (a mission, then up to `sabotage_tries` sabotages). The offline provider is free."""
+    if settings.daily_budget_usd is None:
+        return None
+    calls = 1 + settings.sabotage_tries
+    reservation = Decimal(0)
+    if settings.openai_api_key:
+        price = prices.load(settings.prices_file).for_model(settings.model)
+        reservation = worst_case_cost_usd(price, calls)
+    daily = Decimal(str(settings.daily_budget_usd))
+    return Budget(
+        daily_usd=daily,
+        job_reservation_usd=reservation,
+        interactive_reserve_usd=daily * Decimal(str(settings.budget_interactive_reserve)),
+    )

@@ -20,7 +20,7 @@ from generation.sweeper import Sweeper
 from generation.worker import Generator, Worker
 from pool.replenish import Replenisher
 from server import services
-from server.generation import mission_pipeline
+from server.generation import mission_pipeline, spend_budget
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ class WorkerRuntime:
             self.sweeper,
             global_cap=settings.global_cap,
             replenish_cap=settings.replenish_cap,
+            budget=spend_budget(settings),
         )
         self.retention = Retention(pool, keep_for=timedelta(seconds=settings.job_retention_seconds))
         # Every worker schedules replenishment passes; the leader lock runs one at a time.

@@ -44,6 +44,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     openai_timeout_seconds: Seconds = 120.0
     prices_file: Path | None = None
     offline_delay_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    # USD the model may cost per UTC day, all workers together; unset: no budget.
+    daily_budget_usd: Annotated[float, Positive] | None = None
+    # The share of the daily budget that only interactive work (users waiting) may spend.
+    budget_interactive_reserve: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.2
     # A sabotage whose proof fails is planted again, up to this many tries (each billed).
     sabotage_tries: Count = 3
     # Proofs this worker runs at once, each in its own sandbox slot.
@@ -114,6 +118,11 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "WARMPOOL_OPENAI_TIMEOUT_SECONDS": ("openai_timeout_seconds", "a number of seconds above 0"),
     "WARMPOOL_PRICES_FILE": ("prices_file", "the path of a YAML file of model prices"),
     "WARMPOOL_OFFLINE_DELAY_SECONDS": ("offline_delay_seconds", "a number of seconds, 0 or more"),
+    "WARMPOOL_DAILY_BUDGET_USD": ("daily_budget_usd", "a number of US dollars above 0"),
+    "WARMPOOL_BUDGET_INTERACTIVE_RESERVE": (
+        "budget_interactive_reserve",
+        "a share of the daily budget, at least 0 and below 1",
+    ),
     "WARMPOOL_SABOTAGE_TRIES": ("sabotage_tries", "a whole number of at least 1"),
     "WARMPOOL_PROOF_SLOTS": ("proof_slots", "a whole number of at least 1"),
     "WARMPOOL_PROOF_TIME_LIMIT_SECONDS": (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from decimal import Decimal
 
 from core.domains import Domain
 from generation.drafts import MissionDraft, SabotageDraft
@@ -25,6 +26,9 @@ class OfflineProvider:
     def __init__(self, delay_seconds: float) -> None:
         self._delay_seconds = delay_seconds
         self._catalog = catalog.load()
+
+    def worst_case_cost_usd(self, calls: int) -> Decimal:
+        return Decimal(0)
 
     async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
         # The catalog has missions in every language a domain may have.

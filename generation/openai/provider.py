@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from decimal import Decimal
 from typing import TypeVar
 
 import msgspec
@@ -21,8 +22,20 @@ from generation.ledger import CallRecord, Ledger, Purpose
 from generation.openai import checks, prompting
 from generation.openai.answers import AnswerFormat, UnusableAnswer
 from generation.openai.failures import RetryPolicy, classify
-from generation.openai.prices import PriceTable
+from generation.openai.prices import Price, PriceTable
 from generation.provider import ProviderError
+
+# An answer is cut off at this many tokens (and then refused as truncated), so no call can
+# cost more than a prompt of PROMPT_TOKENS_CEILING tokens plus this: the spend budget
+# reserves that much per call. The largest prompt, the sabotage one, carries a mission the
+# model wrote, so it is bounded by an answer plus the prompt's own text.
+MAX_ANSWER_TOKENS = 16_000
+PROMPT_TOKENS_CEILING = MAX_ANSWER_TOKENS + 4_000
+
+
+def worst_case_cost_usd(price: Price, calls: int) -> Decimal:
+    return calls * price.cost(PROMPT_TOKENS_CEILING, MAX_ANSWER_TOKENS)
+
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +94,9 @@ class OpenAIProvider:
             ledger=ledger,
         )
 
+    def worst_case_cost_usd(self, calls: int) -> Decimal:
+        return worst_case_cost_usd(self._price, calls)
+
     async def aclose(self) -> None:
         await self._client.close()
 
@@ -104,6 +120,7 @@ class OpenAIProvider:
                         messages=[{"role": "user", "content": prompt}],
                         response_format=answer.response_format(),
                         seed=seed,
+                        max_completion_tokens=MAX_ANSWER_TOKENS,
                     )
                 except openai.APIError as error:
                     failure = classify(error, self._timeout_seconds)
