@@ -74,6 +74,14 @@ async def test_status_and_bad_settings_on_the_command_line(database_url: str) ->
     assert status.returncode == 0, status.stderr
     assert "pending" in status.stdout
     assert "interactive" in status.stdout
+    pool_rows = status.stdout.split("pool (")[1].splitlines()
+    assert pool_rows[1].split()[:2] == ["domain", "approved"]
+    assert [row.split()[0] for row in pool_rows[2:]] == [
+        "python-backend",
+        "sql-data",
+        "javascript-frontend",
+        "marketing-copy",
+    ]
     bad = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-m", "server", "status"],
