@@ -320,3 +320,20 @@ async def test_a_worker_runs_a_pass_when_it_starts_then_on_its_interval(
     finally:
         await runtime.stop()
     assert await replenish_jobs(pool) == {"sql-data": 3}
+
+
+async def test_the_demand_count_reads_recent_instances_through_their_index(
+    pool: asyncpg.Pool,
+) -> None:
+    now = datetime.now(UTC)
+    async with pool.acquire() as connection, connection.transaction():
+        # The tables are tiny here: make the planner show whether the index can serve.
+        await connection.execute("SET LOCAL enable_seqscan = off")
+        plan = await connection.fetchval(
+            "EXPLAIN (FORMAT JSON) " + stats.queries["serves_by_domain"],
+            ["python-backend"],
+            now - timedelta(hours=1),
+            now - timedelta(days=1),
+            now,
+        )
+    assert "mission_instances_domain_created" in str(plan)
