@@ -1,0 +1,176 @@
+"""The openai path end to end, through the real SDK against the local stub: a job enqueued over
+HTTP becomes a proven mission (untrusted model output, proven in the sandbox), its spend on the
+Job matches what the stub reported, a retried request bills nothing new, and every failure mode
+ends the job with a clear error."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from core.domains import load
+from generation.dispatcher import Dispatcher
+from generation.openai import prices
+from generation.openai.failures import RetryPolicy
+from generation.openai.provider import OpenAIProvider
+from generation.pipeline import MissionPipeline
+from generation.sweeper import Sweeper
+from generation.worker import Worker
+from pool import waiting
+from qa.proof import Prover
+from server.auth import Role
+from tests.conftest import bearer
+from tests.support.openai_stub import USAGE, Behaviour, OpenAIStub, StubServer
+from tests.support.proving import require
+
+ROOT = Path(__file__).resolve().parents[3]
+MODEL = "gpt-4o-mini"
+MINUTE = timedelta(minutes=1)
+BODY = {"user_id": "ada", "track": "backend-engineer"}
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[OpenAIStub]:
+    stub = OpenAIStub()
+    server = StubServer(stub)
+    server.start()
+    yield stub
+    server.stop()
+
+
+@pytest.fixture
+async def provider(stub: OpenAIStub) -> AsyncIterator[OpenAIProvider]:
+    stub.reset()
+
+    async def no_wait(_: float) -> None:
+        return None
+
+    provider = OpenAIProvider(
+        api_key="sk-test",
+        base_url=stub.base_url,
+        model=MODEL,
+        prices=prices.load(),
+        timeout_seconds=10,
+        retry=RetryPolicy(max_tries=3, first_delay_seconds=1, sleep=no_wait),
+    )
+    yield provider
+    await provider.aclose()
+
+
+async def generate(pool: asyncpg.Pool, prover: Prover, provider: OpenAIProvider) -> None:
+    pipeline = MissionPipeline(
+        provider=provider,
+        prover=prover,
+        trust="untrusted",
+        domain_map=load(ROOT / "domain_map.yaml"),
+        sabotage_tries=2,
+        prompt_version=provider.prompt_version,
+        serve_waiting_user=waiting.serve_waiting_user,
+    )
+    worker = Worker(pool, pipeline, name="openai-test", capacity=2)
+    sweeper = Sweeper(
+        pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
+    )
+    await Dispatcher(pool, worker, sweeper, global_cap=2, replenish_cap=2).run_once()
+    assert await worker.drain(grace_seconds=120)
+
+
+async def post_job(client: AsyncTestClient[Litestar], keys: dict[Role, str], key: str) -> Any:
+    return await client.post(
+        "/v1/jobs",
+        json=BODY | {"user_id": key},
+        headers=bearer(keys["candidate_app"]) | {"Idempotency-Key": key},
+    )
+
+
+def priced(*schemas: str) -> float:
+    price = prices.load().for_model(MODEL)
+    return float(sum((price.cost(*USAGE[schema]) for schema in schemas), Decimal(0)))
+
+
+async def test_a_job_becomes_a_proven_mission_and_its_spend_matches_the_stub(
+    client: AsyncTestClient[Litestar],
+    keys: dict[Role, str],
+    pool: asyncpg.Pool,
+    prover: Prover,
+    provider: OpenAIProvider,
+    stub: OpenAIStub,
+) -> None:
+    require(prover, "python", "untrusted")
+    created = await post_job(client, keys, "first")
+    assert created.status_code == 202
+    await generate(pool, prover, provider)
+
+    job = (
+        await client.get(
+            f"/v1/jobs/{created.json()['job']['id']}", headers=bearer(keys["candidate_app"])
+        )
+    ).json()
+    assert job["status"] == "awaiting_review", job["error"]
+    mission = await pool.fetchrow("SELECT * FROM missions WHERE id = $1", int(job["mission_id"]))
+    assert (mission["provider"], mission["prompt_version"]) == ("openai", provider.prompt_version)
+    assert mission["proof"]["gold"]["trust"] == "untrusted"
+    assert mission["proof"]["verdict"] == "the planted bug broke all 3 tests"
+    reported_in, reported_out = stub.reported_usage()
+    assert len(stub.received) == 2
+    assert job["spend"] == {
+        "llm_calls": 2,
+        "input_tokens": reported_in,
+        "output_tokens": reported_out,
+        "cost_usd": pytest.approx(priced("mission", "sabotage")),
+    }
+
+    again = await post_job(client, keys, "first")
+    assert again.status_code == 200
+    assert again.json()["job"]["id"] == job["id"]
+    await generate(pool, prover, provider)
+    assert len(stub.received) == 2, "the retried request billed nothing new"
+    assert await pool.fetchval("SELECT count(*) FROM llm_calls") == 2
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "error", "outcome"),
+    [
+        ("server_error", "answered 500", "failed"),
+        ("malformed", "malformed", "malformed"),
+        ("refusal", "refused", "refused"),
+        ("truncated", "cut off", "malformed"),
+        ("quota", "quota", "unbilled"),
+    ],
+)
+async def test_every_failure_mode_ends_the_job_with_a_clear_error(
+    client: AsyncTestClient[Litestar],
+    keys: dict[Role, str],
+    pool: asyncpg.Pool,
+    prover: Prover,
+    provider: OpenAIProvider,
+    stub: OpenAIStub,
+    behaviour: Behaviour,
+    error: str,
+    outcome: str,
+) -> None:
+    require(prover, "python", "untrusted")
+    stub.plan(behaviour)
+    created = await post_job(client, keys, behaviour)
+    await generate(pool, prover, provider)
+    job = (
+        await client.get(
+            f"/v1/jobs/{created.json()['job']['id']}", headers=bearer(keys["candidate_app"])
+        )
+    ).json()
+    assert job["status"] == "failed"
+    assert error in job["error"].lower(), job["error"]
+    outcomes = [
+        row["outcome"] for row in await pool.fetch("SELECT outcome FROM llm_calls ORDER BY id")
+    ]
+    assert outcomes == [outcome]
+    assert job["spend"]["llm_calls"] == 1
+    assert await pool.fetchval("SELECT count(*) FROM missions") == 0
