@@ -90,7 +90,13 @@ class Pytest:
         return shlex.join(["python", *command[1:]])
 
     def dependencies(self) -> dict[str, str]:
-        return {"requirements.txt": toolchain.pinned_requirement("python", "pytest") + "\n"}
+        return {
+            "requirements.txt": toolchain.pinned_requirement("python", "pytest") + "\n",
+            # Ends pytest's search for configuration in the workspace: found in a folder
+            # above (warmpool's own pyproject.toml, say), it would make pytest walk folders
+            # the sandbox may not list, and apply options meant for something else.
+            "pytest.ini": "[pytest]\n",
+        }
 
     def environment(self) -> dict[str, str]:
         return {"PY_COLORS": "0"}

@@ -30,8 +30,9 @@ async def mission_pipeline(
 ) -> AsyncIterator[MissionPipeline]:
     provider, trust = _provider(settings)
     prover = await Prover.start(
-        work_root=settings.data_dir / "proofs",
-        toolchain_root=settings.data_dir / "toolchain",
+        # Absolute: the sandbox mounts these paths by name.
+        work_root=settings.data_dir.resolve() / "proofs",
+        toolchain_root=settings.data_dir.resolve() / "toolchain",
         postgres_admin_url=settings.proof_database_url or database_url,
         slots=settings.proof_slots,
         time_limit_s=settings.proof_time_limit_seconds,
