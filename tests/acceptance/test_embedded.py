@@ -3,8 +3,11 @@ folder, keeps the data across restarts, and stops the server when it exits."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,8 +51,17 @@ def start(data_dir: Path) -> str:
     return done.stdout
 
 
-def test_the_embedded_database_starts_keeps_its_data_and_stops(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    # Under /tmp, not pytest's private tmp_path: as root, the embedded server runs as its own
+    # user, which must reach the data folder.
+    folder = Path(tempfile.mkdtemp(prefix="warmpool-embedded-"))
+    folder.chmod(0o755)
+    yield folder / "data"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_embedded_database_starts_keeps_its_data_and_stops(data_dir: Path) -> None:
     first = start(data_dir)
     assert "version" in first
     assert "keys 3" in first, "the first start creates one key per role"
