@@ -1,0 +1,231 @@
+"""Serve benchmark: POST /v1/serve over HTTP beside the same transaction straight through
+asyncpg (the ceiling), on empty history and on a million historical instances.
+
+    python bench/serve.py [--seconds 10] [--clients 32] [--database-url postgresql://...]
+
+For each table state it prints: serves per second and p50/p99 latency over HTTP at
+`--clients` concurrent clients (keep-alive connections to one `warmpool serve --no-worker`
+process), the same for the serve transaction run through asyncpg with as many connections,
+their ratio, and p50/p99 over HTTP at half the measured peak rate (requests sent on a fixed
+schedule, whatever the answers' speed). Then it loads 1,000,000 historical instances and
+100,000 retired missions and measures again. Goals: HTTP at least half the ceiling; p99 under
+25 ms at half the peak rate; within 20 % of the empty-table figures at a million rows.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[0] = str(ROOT)
+
+import argparse
+import asyncio
+import itertools
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import asyncpg
+import httpx
+
+from core.domains import load
+from pool import serving
+from server import migrate
+from server.auth import create_key
+from server.database import create_pool, with_database
+from tests.support.server import running_server
+
+TRACK = "backend-engineer"
+MISSIONS = 40
+HISTORY_INSTANCES = 1_000_000
+HISTORY_RETIRED = 100_000
+_users = itertools.count()
+
+
+@dataclass
+class Figures:
+    rate: float
+    p50_ms: float
+    p99_ms: float
+
+    def line(self, name: str) -> str:
+        return f"{name:<34} {self.rate:>9.0f}/s  p50 {self.p50_ms:>6.1f} ms  p99 {self.p99_ms:>6.1f} ms"
+
+
+def figures(latencies: list[float], seconds: float) -> Figures:
+    latencies.sort()
+    return Figures(
+        rate=len(latencies) / seconds,
+        p50_ms=statistics.median(latencies) * 1000,
+        p99_ms=latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
+    )
+
+
+async def closed_loop(
+    serve_one: Callable[[], Awaitable[None]], clients: int, seconds: float
+) -> Figures:
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+
+    async def client() -> None:
+        while time.perf_counter() < deadline:
+            start = time.perf_counter()
+            await serve_one()
+            latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return figures(latencies, time.perf_counter() - start)
+
+
+async def open_loop(
+    serve_one: Callable[[], Awaitable[None]], rate: float, seconds: float
+) -> Figures:
+    """Requests on a fixed schedule: latency measured from when each was due."""
+    latencies: list[float] = []
+    tasks = []
+    start = time.perf_counter()
+    for index in range(int(rate * seconds)):
+        due = start + index / rate
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+
+        async def timed(due: float = due) -> None:
+            await serve_one()
+            latencies.append(time.perf_counter() - due)
+
+        tasks.append(asyncio.create_task(timed()))
+    await asyncio.gather(*tasks)
+    return figures(latencies, time.perf_counter() - start)
+
+
+async def load_history(database_url: str) -> None:
+    print(
+        f"loading {HISTORY_RETIRED:,} retired missions and {HISTORY_INSTANCES:,} instances...",
+        flush=True,
+    )
+    # A connection of its own: the pool's statement time limit is for requests, not bulk loads.
+    connection = await asyncpg.connect(database_url)
+    await connection.execute(
+        """INSERT INTO missions (domain, kind, language, title, brief, gold_files, test_files,
+               sabotaged_files, bug_summary, proof, provider, qa_status, serve_count, max_serves,
+               retired_at, retire_reason, content_hash)
+           SELECT 'python-backend', 'technical', 'python', 'old ' || n, 'b', '{}', '{}', '{}', 's', '{}',
+                  'bench', 'approved', 10, 10, now() - interval '30 days', 'served 10 times',
+                  sha256(('history-' || n)::bytea)
+           FROM generate_series(1, $1::int) n""",
+        HISTORY_RETIRED,
+    )
+    await connection.execute(
+        """INSERT INTO mission_instances (mission_id, user_id, track, domain, language, title, brief,
+               files, serve_number, created_at)
+           SELECT m.id, 'past-user-' || n, 'backend-engineer', 'python-backend', 'python', 't', 'b',
+                  '{}', 1, now() - interval '30 days' + n * interval '1 second'
+           FROM generate_series(1, $1::int) n
+           JOIN missions m ON m.title = 'old ' || (1 + n % $2::int)""",
+        HISTORY_INSTANCES,
+        HISTORY_RETIRED,
+    )
+    await connection.execute("VACUUM ANALYZE missions")
+    await connection.execute("VACUUM ANALYZE mission_instances")
+    await connection.close()
+
+
+async def measure(
+    url: str, database_url: str, key: str, arguments: argparse.Namespace
+) -> dict[str, Figures]:
+    domains = load(ROOT / "domain_map.yaml").domains_for(TRACK)
+    pool = await create_pool(database_url, max_size=arguments.clients)
+
+    async def through_asyncpg() -> None:
+        async with pool.acquire() as connection, connection.transaction():
+            instance = await serving.serve(
+                connection, user_id=f"u{next(_users)}", track=TRACK, domains=domains
+            )
+            assert instance is not None
+
+    limits = httpx.Limits(
+        max_connections=arguments.clients, max_keepalive_connections=arguments.clients
+    )
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+
+        async def over_http() -> None:
+            answer = await client.post(
+                "/v1/serve",
+                json={"user_id": f"u{next(_users)}", "track": TRACK},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert answer.status_code == 200, answer.text
+
+        await closed_loop(over_http, arguments.clients, 1)  # warm the connections
+        http = await closed_loop(over_http, arguments.clients, arguments.seconds)
+        ceiling = await closed_loop(through_asyncpg, arguments.clients, arguments.seconds)
+        half = await open_loop(over_http, http.rate / 2, arguments.seconds)
+    await pool.close()
+    return {"http": http, "ceiling": ceiling, "half": half}
+
+
+def report(title: str, found: dict[str, Figures]) -> None:
+    print(f"\n{title}")
+    print(found["http"].line("over HTTP, 32 clients"))
+    print(found["ceiling"].line("through asyncpg (ceiling)"))
+    print(found["half"].line("over HTTP at half the peak rate"))
+    ratio = found["http"].rate / found["ceiling"].rate
+    print(
+        f"HTTP / ceiling: {ratio:.2f} (goal at least 0.50)  p99 at half rate: "
+        f"{found['half'].p99_ms:.1f} ms (goal under 25 ms)"
+    )
+
+
+async def main(arguments: argparse.Namespace) -> None:
+    admin = await asyncpg.connect(arguments.database_url)
+    await admin.execute("DROP DATABASE IF EXISTS bench_serve WITH (FORCE)")
+    await admin.execute("CREATE DATABASE bench_serve")
+    await admin.close()
+    database_url = with_database(arguments.database_url, "bench_serve")
+    pool = await create_pool(database_url)
+    async with pool.acquire() as connection:
+        await migrate.apply(connection)
+        key = await create_key(connection, "candidate_app", "bench")
+    # Stock that never runs out: every serve is a new user on one of these missions.
+    await pool.execute(
+        """INSERT INTO missions (domain, kind, language, title, brief, gold_files, test_files,
+               sabotaged_files, bug_summary, proof, provider, qa_status, max_serves, content_hash)
+           SELECT 'python-backend', 'technical', 'python', 'stock ' || n, 'Fix it.',
+                  '{"a.py": "x = 1"}', '{"test_a.py": "def test(): pass"}', '{"a.py": "x = 2"}',
+                  'the bug', '{}', 'bench', 'approved', 100000000, sha256(('stock-' || n)::bytea)
+           FROM generate_series(1, $1::int) n""",
+        MISSIONS,
+    )
+    with running_server(
+        database_url, Path(tempfile.mkdtemp()), overrides={"WARMPOOL_USER_CAP": "1000000"}
+    ) as url:
+        empty = await measure(url, database_url, key, arguments)
+        report("empty history", empty)
+        await load_history(database_url)
+        loaded = await measure(url, database_url, key, arguments)
+        report(f"{HISTORY_INSTANCES:,} instances and {HISTORY_RETIRED:,} retired missions", loaded)
+    await pool.close()
+    for name in ("http", "ceiling"):
+        change = loaded[name].rate / empty[name].rate - 1
+        print(f"{name}: rate at a million rows {change:+.0%} of empty (goal within 20 %)")
+    print(f"({os.cpu_count()} cores; the server, Postgres and this client share them)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get(
+            "WARMPOOL_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+        ),
+    )
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--clients", type=int, default=32)
+    asyncio.run(main(parser.parse_args()))
