@@ -116,3 +116,28 @@ async def test_a_killed_workers_job_is_failed_by_a_survivor_and_its_slot_reused(
     assert await pool.fetchval("SELECT worker_id FROM generation_jobs WHERE id = $1", second) == (
         f"{os.uname().nodename}:{survivor.popen.pid}"
     )
+
+
+async def test_a_notify_fills_a_free_slot_long_before_the_tick(
+    pool: asyncpg.Pool, workers: Callable[..., Process]
+) -> None:
+    await pool.execute(RUNS_TABLE)
+    worker = workers("sleep", "0", "0", tick_seconds="300")
+    await wait_for(
+        lambda: pool.fetchval("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"),
+        20,
+        "the worker to listen",
+    )
+    assert worker.popen.poll() is None
+    job = await enqueue(pool, "user-1")
+    enqueued = time.monotonic()
+
+    async def ran() -> bool:
+        return bool(
+            await pool.fetchval("SELECT count(*) FROM generation_runs WHERE job_id = $1", job)
+        )
+
+    await wait_for(ran, 5, "the NOTIFY to wake the worker")
+    print(
+        f"picked up {1000 * (time.monotonic() - enqueued):.0f} ms after the enqueue; the tick is 300 s"
+    )

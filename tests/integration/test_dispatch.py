@@ -123,3 +123,35 @@ async def test_a_counting_failure_makes_the_dispatcher_claim_nothing(pool: async
     )
     assert len(await dispatch.run_once()) == 1, "once counting works again, it claims"
     gate.release()
+
+
+async def test_ticks_and_wake_ups_never_overlap_within_a_process(pool: asyncpg.Pool) -> None:
+    for index in range(3):
+        await enqueue(pool, f"user-{index}")
+    gate = Gated()
+    dispatch = dispatcher(pool, gate, cap=3)
+    running, highest, runs = 0, 0, 0
+    claim = dispatch.claim
+
+    async def counted_claim(now: object = None) -> list[object]:
+        nonlocal running, highest, runs
+        running += 1
+        runs += 1
+        highest = max(highest, running)
+        try:
+            await asyncio.sleep(0.01)  # long enough for the other requests to arrive meanwhile
+            return await claim()  # type: ignore[return-value]
+        finally:
+            running -= 1
+
+    dispatch.claim = counted_claim  # type: ignore[method-assign]
+    for _ in range(5):
+        dispatch.wake()
+    await asyncio.gather(*(dispatch.tick() for _ in range(5)))
+    await asyncio.gather(*dispatch._background)  # the run the first wake-up started
+    assert highest == 1, "one run at a time"
+    assert 2 <= runs <= 3, "requests during a run make one more run, not one each"
+    assert (
+        await pool.fetchval("SELECT count(*) FROM generation_jobs WHERE status = 'generating'") == 3
+    )
+    gate.release()
