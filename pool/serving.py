@@ -10,6 +10,7 @@ import msgspec
 from core.domains import Domain
 from core.ids import parse_id
 from core.sql import Connection, Executor, Queries
+from core.text import storable
 
 queries = Queries("pool")
 
@@ -104,6 +105,8 @@ async def get(connection: Executor, instance_id: str) -> Instance:
 
 
 async def of_user(connection: Executor, user_id: str) -> list[Instance]:
+    if not storable(user_id):
+        return []  # no user was ever served under an id Postgres cannot store
     rows = await connection.fetch(queries["instances_of_user"], user_id, USER_INSTANCES_LIMIT)
     return [_instance(row) for row in rows]
 

@@ -14,6 +14,7 @@ import asyncpg
 
 from core.ids import parse_id
 from core.sql import Connection, Executor
+from core.text import storable
 from qa.missions import (
     QA_STATUSES,
     Mission,
@@ -157,4 +158,6 @@ def _text(value: str | None, field: str, *, required: bool) -> str | None:
         raise InvalidReview(
             f"{field} is {len(text)} characters long; the limit is {MAX_NOTE_CHARACTERS}"
         )
+    if not storable(text):
+        raise InvalidReview(f"{field} contains a NUL character (\\x00); write it without one")
     return text

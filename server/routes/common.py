@@ -6,6 +6,7 @@ import msgspec
 from litestar.openapi import ResponseSpec
 
 from core.domains import Domain, DomainMap
+from core.text import storable
 from pool.guard import UnknownTrack, allowed_domains
 from server.errors import BadRequest, MissingIdempotencyKey
 
@@ -35,6 +36,8 @@ def validate_user_track(request: UserTrack, domain_map: DomainMap) -> tuple[Doma
         raise BadRequest("user_id is empty; send the candidate's id in your system")
     if len(user_id) > MAX_USER_ID:
         raise BadRequest(f"user_id is {len(user_id)} characters long; the limit is {MAX_USER_ID}")
+    if not storable(user_id):
+        raise BadRequest("user_id contains a NUL character (\\x00); send the id without it")
     try:
         return allowed_domains(domain_map, request.track)
     except UnknownTrack as error:

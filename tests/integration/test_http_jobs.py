@@ -95,6 +95,7 @@ BAD_REQUESTS: list[tuple[str, dict[str, str] | None, Any, int, str]] = [
     ("empty user", {"Idempotency-Key": "a"}, BODY | {"user_id": ""}, 422, "user_id is empty"),
     ("blank user", {"Idempotency-Key": "a"}, BODY | {"user_id": "   "}, 422, "user_id is empty"),
     ("long user", {"Idempotency-Key": "a"}, BODY | {"user_id": "u" * 201}, 422, "the limit is 200"),
+    ("NUL in user", {"Idempotency-Key": "a"}, BODY | {"user_id": "u\x00"}, 422, "NUL character"),
     ("missing field", {"Idempotency-Key": "a"}, {"user_id": "u"}, 400, "track"),
     (
         "wrong type",

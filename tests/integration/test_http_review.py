@@ -153,6 +153,8 @@ BAD_REQUESTS: list[tuple[str, str, str, Any, int, str]] = [
     ("retire, no body", "POST", "{id}/retire", None, 400, "could not be read"),
     ("approve, long note", "POST", "{id}/approve", {"note": "n" * 2001}, 422, "limit is 2000"),
     ("retire, long reason", "POST", "{id}/retire", {"reason": "r" * 2001}, 422, "limit is 2000"),
+    ("reject, NUL in reason", "POST", "{id}/reject", {"reason": "r\x00"}, 422, "NUL character"),
+    ("approve, NUL in note", "POST", "{id}/approve", {"note": "\x00"}, 422, "NUL character"),
     ("approve, note not text", "POST", "{id}/approve", {"note": 5}, 400, "note"),
     ("approve, unknown field", "POST", "{id}/approve", {"verdict": "ok"}, 400, "verdict"),
     ("approve, unknown id", "POST", "999999/approve", {}, 404, "no mission '999999'"),

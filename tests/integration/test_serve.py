@@ -147,7 +147,12 @@ async def test_bad_serves(client: Client, keys: dict[Role, str], pool: asyncpg.P
     assert_problem(
         await serve(client, keys, {"user_id": "a" * 201, "track": "backend-engineer"}), 422, "200"
     )
+    assert_problem(
+        await serve(client, keys, {"user_id": "a\x00", "track": "backend-engineer"}), 422, "NUL"
+    )
     assert_problem(await serve(client, keys, {"user_id": "a"}), 400, "track")
+    nobody = await client.get("/v1/users/a%00/instances", headers=bearer(keys["candidate_app"]))
+    assert nobody.json() == {"instances": []}, "no user id holds a NUL"
     reviewer = await client.post("/v1/serve", json=BACKEND, headers=bearer(keys["qa_reviewer"]))
     assert_problem(reviewer, 403, "candidate_app")
     for missing in ("/v1/instances/12345", "/v1/instances/abc"):
