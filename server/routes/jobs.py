@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Request, Response, delete, get, post
 from litestar.di import NamedDependency
+from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, HeaderParameter, JSONBody
 
 from core import idempotency
@@ -25,7 +26,10 @@ class JobEnvelope(msgspec.Struct):
     "/v1/jobs",
     guards=[requires("candidate_app")],
     status_code=202,
-    responses=problems(400, 401, 403, 409, 422, 429, 503),
+    responses={
+        200: ResponseSpec(JobEnvelope, description="The same job: the key was seen before"),
+        **problems(400, 401, 403, 409, 422, 429, 503),
+    },
     summary="Enqueue an interactive generation",
     description="202 with the new job; 200 with the same job when the key was seen before.",
 )
