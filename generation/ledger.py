@@ -17,7 +17,8 @@ from typing import Literal
 
 import asyncpg
 
-from core.sql import Queries
+from core.sql import Executor, Queries
+from generation.queue import Spend, spend_of
 
 queries = Queries("generation")
 
@@ -84,6 +85,12 @@ class Ledger:
             record.outcome or "ok",
             record.error,
         )
+
+
+async def spend_by_outcome(connection: Executor) -> dict[str, Spend]:
+    """The whole ledger per outcome, 'started' included."""
+    rows = await connection.fetch(queries["llm_spend_by_outcome"])
+    return {row["outcome"]: spend_of(row) for row in rows}
 
 
 def _describe(error: BaseException) -> str:

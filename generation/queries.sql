@@ -300,3 +300,13 @@ GROUP BY d.domain;
 
 -- name: budget_today
 SELECT spent_usd, reserved_usd FROM generation_budget_committed(coalesce($1::timestamptz, now()));
+
+-- name: llm_spend_by_outcome
+-- The whole ledger per outcome ('started': under way, or its process died mid-call). Ledger
+-- rows are never deleted, so the finished outcomes' figures only grow.
+SELECT outcome, count(*) AS llm_calls,
+       coalesce(sum(input_tokens), 0)::bigint AS input_tokens,
+       coalesce(sum(output_tokens), 0)::bigint AS output_tokens,
+       coalesce(sum(cost_usd), 0) AS cost_usd
+FROM llm_calls
+GROUP BY outcome;

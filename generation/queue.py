@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import asyncpg
 import msgspec
 
 from core.ids import parse_id
 from core.sql import Connection, Executor, Queries
+from generation.budget import Budget, BudgetStatus
+from generation.budget import status as budget_status
+
+if TYPE_CHECKING:  # generation.metrics names this module's lanes
+    from generation.metrics import QueueMetrics
 
 queries = Queries("generation")
 
@@ -94,8 +99,10 @@ async def enqueue(
     domain: str,
     limits: Limits,
     now: datetime | None = None,
+    metrics: QueueMetrics | None = None,
 ) -> int:
-    """Insert a pending job. Call inside a transaction, and `wake_dispatchers` after it."""
+    """Insert a pending job. Call inside a transaction, and `wake_dispatchers` after it.
+    A refusal raises, counted in `metrics` when given."""
     if user_id is not None:
         await connection.execute(queries["user_lock"], user_id)
     row = await connection.fetchrow(
@@ -114,7 +121,11 @@ async def enqueue(
     if row["job_id"] is not None:
         return int(row["job_id"])
     if row["active_jobs"] >= limits.user_cap:
+        if metrics is not None:
+            metrics.user_cap_refusals.inc()
         raise UserCapReached(user_id or "", limits.user_cap)
+    if metrics is not None:
+        metrics.sheds.labels(lane).inc()
     limit = limits.max_pending if lane == "interactive" else limits.replenish_max_pending
     raise QueueFull(row["pending"], limit)
 
@@ -163,12 +174,17 @@ def _job(row: asyncpg.Record) -> Job:
         error=row["error"],
         mission_id=_optional_id(row["mission_id"]),
         instance_id=_optional_id(row["instance_id"]),
-        spend=Spend(
-            llm_calls=row["llm_calls"],
-            input_tokens=row["input_tokens"],
-            output_tokens=row["output_tokens"],
-            cost_usd=float(row["cost_usd"]),
-        ),
+        spend=spend_of(row),
+    )
+
+
+def spend_of(row: asyncpg.Record) -> Spend:
+    """The spend columns that the queries summing the ledger name alike."""
+    return Spend(
+        llm_calls=row["llm_calls"],
+        input_tokens=row["input_tokens"],
+        output_tokens=row["output_tokens"],
+        cost_usd=float(row["cost_usd"]),
     )
 
 
@@ -185,10 +201,17 @@ class QueueStats(msgspec.Struct, frozen=True, kw_only=True):
     max_pending: int
     oldest_pending_age_s: float | None
     lanes: dict[str, LaneStats]
+    # Where the daily spend budget stands; null when none is configured.
+    budget: BudgetStatus | None
 
 
 async def stats(
-    connection: Executor, *, global_cap: int, max_pending: int, now: datetime | None = None
+    connection: Executor,
+    *,
+    global_cap: int,
+    max_pending: int,
+    budget: Budget | None = None,
+    now: datetime | None = None,
 ) -> QueueStats:
     lanes = {
         row["lane"]: LaneStats(
@@ -210,6 +233,7 @@ async def stats(
         max_pending=max_pending,
         oldest_pending_age_s=max(ages, default=None),
         lanes=lanes,
+        budget=None if budget is None else await budget_status(connection, budget, now),
     )
 
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from core.sql import Queries
+from generation.metrics import QueueMetrics
 
 queries = Queries("generation")
 log = logging.getLogger(__name__)
@@ -29,8 +30,10 @@ class Sweeper:
         stuck_after: timedelta,
         pending_expiry: timedelta,
         timeout_seconds: float = 10.0,
+        metrics: QueueMetrics | None = None,
     ) -> None:
         self._pool = pool
+        self._metrics = metrics
         self._heartbeat_timeout = heartbeat_timeout
         self._stuck_after = stuck_after
         self._pending_expiry = pending_expiry
@@ -47,6 +50,7 @@ class Sweeper:
         )
         for row in stale:
             log.warning("swept job %s attempt %s: %s", row["id"], row["attempt"], row["error"])
+        self._count("stale", stale)
         expired = await self._pool.fetch(
             queries["jobs_fail_if_pending_expired"],
             self._pending_expiry,
@@ -55,4 +59,9 @@ class Sweeper:
         )
         for row in expired:
             log.warning("expired pending job %s after %s", row["id"], self._pending_expiry)
+        self._count("expired", expired)
         return Swept(stale=[row["id"] for row in stale], expired=[row["id"] for row in expired])
+
+    def _count(self, reason: str, swept: list[asyncpg.Record]) -> None:
+        if self._metrics is not None:
+            self._metrics.swept_jobs.labels(reason).inc(len(swept))

@@ -153,6 +153,12 @@ LEFT JOIN mission_instances i
   ON i.domain = d.domain AND i.created_at > $3::timestamptz AND i.created_at <= $4::timestamptz
 GROUP BY d.domain;
 
+-- name: serves_by_domain_ever
+-- Per domain, every serve ever made: instances are never deleted, so the count only grows.
+-- Counted on the (domain, created_at) index.
+SELECT d.domain, (SELECT count(*) FROM mission_instances i WHERE i.domain = d.domain) AS serves
+FROM unnest($1::text[]) AS d(domain);
+
 -- name: replenish_leader_try_lock
 -- One replenishment pass at a time across all processes: a pass that cannot take this
 -- transaction lock is skipped, as another process is counting the same pool right now.

@@ -21,6 +21,7 @@ from core import idempotency
 from core.domains import DomainMap
 from core.sql import Connection, Queries
 from generation import queue
+from generation.metrics import QueueMetrics
 from pool import stats
 
 queries = Queries("pool")
@@ -58,11 +59,13 @@ class Replenisher:
         limits: queue.Limits,
         *,
         max_per_pass: int,
+        metrics: QueueMetrics | None = None,
     ) -> None:
         self._pool = pool
         self._domain_map = domain_map
         self._limits = limits
         self._max_per_pass = max_per_pass
+        self._metrics = metrics
 
     async def run_once(self, now: datetime | None = None) -> ReplenishPass:
         async with self._pool.acquire() as connection:
@@ -111,6 +114,7 @@ class Replenisher:
                         domain=name,
                         limits=self._limits,
                         now=now,
+                        metrics=self._metrics,
                     )
                     await idempotency.remember(connection, CALLER, key, job_id=job_id)
                 enqueued.append(str(job_id))

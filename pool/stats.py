@@ -1,5 +1,6 @@
 """The pool per domain: stock, review, generations under way and the forecast, counted from
-the tables as GET /v1/pool, `warmpool status` and the replenisher read them."""
+the tables as GET /v1/pool, `warmpool status` and the replenisher read them; and the serves
+made, ever, as the metrics show them."""
 
 from __future__ import annotations
 
@@ -131,3 +132,8 @@ def _domain_pool(
         reachable=is_reachable,
         forecast=outlook if is_reachable else msgspec.structs.replace(outlook, deficit=0),
     )
+
+
+async def serves_ever(connection: Executor, domain_map: DomainMap) -> dict[str, int]:
+    rows = await connection.fetch(queries["serves_by_domain_ever"], list(domain_map.domains))
+    return {row["domain"]: row["serves"] for row in rows}

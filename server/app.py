@@ -12,12 +12,15 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
+from prometheus_client import CollectorRegistry
 
 from core import domains
+from generation.metrics import QueueMetrics
 from server import database, migrate, ui
 from server.auth import KeyStore, bootstrap_keys
 from server.errors import exception_handlers
-from server.routes import health, jobs, operators, review, serve
+from server.generation import spend_budget
+from server.routes import health, jobs, metrics, operators, review, serve
 from server.runtime import running_worker
 from server.services import Services, provide_services, queue_limits
 from server.settings import Settings
@@ -28,6 +31,9 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
     """Build the app. A bad domain map raises here, before anything starts."""
     domain_map = domains.load(settings.domain_map)
+    # The app's own registry: two apps in one process never share a counter.
+    counters = QueueMetrics(CollectorRegistry())
+    budget = spend_budget(settings)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -44,11 +50,13 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
                 limits=queue_limits(settings),
                 pool=pool,
                 keys=KeyStore(pool),
+                budget=budget,
+                metrics=counters,
             )
             async with AsyncExitStack() as worker:
                 if run_worker:
                     await worker.enter_async_context(
-                        running_worker(pool, url, settings, domain_map)
+                        running_worker(pool, url, settings, domain_map, counters)
                     )
                 yield
         finally:
@@ -58,6 +66,7 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
         route_handlers=[
             health.healthz,
             health.readyz,
+            metrics.scrape,
             jobs.create_job,
             jobs.read_job,
             jobs.cancel_job,

@@ -15,6 +15,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from core.domains import DomainMap
 from core.sql import DATABASE_ERRORS, Connection
 from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
+from generation.metrics import QueueMetrics
 from generation.retention import Retention
 from generation.sweeper import Sweeper
 from generation.worker import Generator, Worker
@@ -36,6 +37,7 @@ class WorkerRuntime:
         settings: Settings,
         generator: Generator,
         replenisher: Replenisher | None = None,
+        metrics: QueueMetrics | None = None,
     ) -> None:
         self._database_url = database_url
         self._settings = settings
@@ -51,6 +53,7 @@ class WorkerRuntime:
             heartbeat_timeout=timedelta(seconds=settings.heartbeat_timeout_seconds),
             stuck_after=timedelta(seconds=settings.stuck_after_seconds),
             pending_expiry=timedelta(seconds=settings.pending_expiry_seconds),
+            metrics=metrics,
         )
         self.dispatcher = Dispatcher(
             pool,
@@ -139,17 +142,22 @@ class WorkerRuntime:
 
 @asynccontextmanager
 async def running_worker(
-    pool: asyncpg.Pool, database_url: str, settings: Settings, domain_map: DomainMap
+    pool: asyncpg.Pool,
+    database_url: str,
+    settings: Settings,
+    domain_map: DomainMap,
+    metrics: QueueMetrics | None = None,
 ) -> AsyncIterator[WorkerRuntime]:
     """A worker generating real missions: the mission pipeline, dispatched and swept, and the
-    pool's replenishment."""
+    pool's replenishment; counted in `metrics` when this process serves /metrics."""
     async with mission_pipeline(settings, domain_map, database_url) as pipeline:
         runtime = WorkerRuntime(
             pool,
             database_url,
             settings,
             pipeline,
-            replenisher=services.replenisher(pool, settings, domain_map),
+            replenisher=services.replenisher(pool, settings, domain_map, metrics),
+            metrics=metrics,
         )
         await runtime.start()
         try:

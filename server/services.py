@@ -1,5 +1,6 @@
-"""What route handlers are given: the pool, the key store, the domain map, the queue limits;
-and the replenisher as the worker and the operators' route build it."""
+"""What route handlers are given: the pool, the key store, the domain map, the queue limits,
+the spend budget and this process's counters; and the replenisher as the worker and the
+operators' route build it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import asyncpg
 from litestar import Request
 
 from core.domains import DomainMap
+from generation.budget import Budget
+from generation.metrics import QueueMetrics
 from generation.queue import Limits
 from pool.replenish import Replenisher
 from server.auth import KeyStore
@@ -23,6 +26,8 @@ class Services:
     limits: Limits
     pool: asyncpg.Pool
     keys: KeyStore
+    budget: Budget | None
+    metrics: QueueMetrics
 
 
 def queue_limits(settings: Settings) -> Limits:
@@ -33,9 +38,18 @@ def queue_limits(settings: Settings) -> Limits:
     )
 
 
-def replenisher(pool: asyncpg.Pool, settings: Settings, domain_map: DomainMap) -> Replenisher:
+def replenisher(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    domain_map: DomainMap,
+    metrics: QueueMetrics | None = None,
+) -> Replenisher:
     return Replenisher(
-        pool, domain_map, queue_limits(settings), max_per_pass=settings.replenish_max_per_pass
+        pool,
+        domain_map,
+        queue_limits(settings),
+        max_per_pass=settings.replenish_max_per_pass,
+        metrics=metrics,
     )
 
 

@@ -21,4 +21,5 @@ async def enqueue_for_user(
         track=request.track,
         domain=await serving.neediest_domain(connection, domains),
         limits=services.limits,
+        metrics=services.metrics,
     )

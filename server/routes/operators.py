@@ -13,12 +13,21 @@ from server.routes.common import problems
 from server.services import Services, replenisher
 
 
-@get("/v1/queue", guards=[requires("admin")], responses=problems(401, 403), summary="Queue depth")
+@get(
+    "/v1/queue",
+    guards=[requires("admin")],
+    responses=problems(401, 403),
+    summary="Queue depth",
+    description="Pending and generating jobs per lane, the limits, and `budget`: where the "
+    "daily spend budget stands (null when none is configured); `replenish_paused` or "
+    "`exhausted` say that it stops claims.",
+)
 async def read_queue(services: NamedDependency[Services]) -> queue.QueueStats:
     return await queue.stats(
         services.pool,
         global_cap=services.settings.global_cap,
         max_pending=services.settings.max_pending,
+        budget=services.budget,
     )
 
 
@@ -44,4 +53,5 @@ async def read_pool(services: NamedDependency[Services]) -> stats.PoolStats:
     "process was running a pass at that moment.",
 )
 async def replenish(services: NamedDependency[Services]) -> ReplenishPass:
-    return await replenisher(services.pool, services.settings, services.domain_map).run_once()
+    refill = replenisher(services.pool, services.settings, services.domain_map, services.metrics)
+    return await refill.run_once()

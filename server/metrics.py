@@ -1,0 +1,230 @@
+"""What GET /metrics exposes: figures read from the tables at scrape time, which every API
+process reports alike (aggregate them with max, not sum), and the counters of what only this
+process saw (`generation.metrics`). Each HELP text says which of the two a metric is.
+
+prometheus-client collects synchronously: the route reads the tables first, in one read-only
+snapshot, and `Scrape` only turns that snapshot into metric families.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, NamedTuple, TypeVar, get_args
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from generation import ledger, queue
+from generation.budget import BudgetStatus
+from generation.ledger import Outcome
+from generation.queue import LaneStats, QueueStats, Spend
+from pool import stats
+from server.services import Services
+
+DATABASE = "Database, read at scrape time"
+CONFIGURED = "Configuration of this process"
+# A ledger row's outcome until its call ends; forever, if its process died mid-call.
+UNFINISHED = "started"
+NOTHING_SPENT = Spend(llm_calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0)
+
+Row = TypeVar("Row")
+
+
+class Figure(NamedTuple, Generic[Row]):
+    """One metric: its name, what it measures (its HELP after the source), how to read it from
+    a row of the snapshot, and where the value comes from."""
+
+    name: str
+    what: str
+    value: Callable[[Row], float]
+    source: str = DATABASE
+
+
+LANE_GAUGES: Sequence[Figure[LaneStats]] = (
+    Figure(
+        "warmpool_queue_pending", "jobs waiting for a generation slot", lambda lane: lane.pending
+    ),
+    Figure(
+        "warmpool_queue_generating",
+        "generations in flight, all workers together",
+        lambda lane: lane.generating,
+    ),
+    Figure(
+        "warmpool_queue_oldest_pending_age_seconds",
+        "how long the oldest pending job has waited (0 when none is pending)",
+        lambda lane: lane.oldest_pending_age_s or 0.0,
+    ),
+)
+QUEUE_GAUGES: Sequence[Figure[QueueStats]] = (
+    Figure(
+        "warmpool_queue_global_cap",
+        "the most generations in flight, all processes together (WARMPOOL_GLOBAL_CAP)",
+        lambda queued: queued.global_cap,
+        CONFIGURED,
+    ),
+    Figure(
+        "warmpool_queue_max_pending",
+        "the pending depth at which new work is shed (WARMPOOL_MAX_PENDING)",
+        lambda queued: queued.max_pending,
+        CONFIGURED,
+    ),
+)
+DOMAIN_GAUGES: Sequence[Figure[stats.DomainPool]] = (
+    Figure(
+        "warmpool_pool_approved_missions",
+        "approved, unretired missions ready to serve",
+        lambda domain: domain.approved,
+    ),
+    Figure(
+        "warmpool_pool_remaining_serves",
+        "serves left on the approved missions",
+        lambda domain: domain.remaining_serves,
+    ),
+    Figure(
+        "warmpool_pool_awaiting_review",
+        "missions awaiting a reviewer's decision",
+        lambda domain: domain.awaiting_review,
+    ),
+    Figure(
+        "warmpool_pool_target",
+        "the approved missions the domain map asks to keep ready",
+        lambda domain: domain.target,
+        CONFIGURED,
+    ),
+    Figure(
+        "warmpool_pool_deficit",
+        "generations the replenishment forecast lacks now",
+        lambda domain: domain.forecast.deficit,
+    ),
+)
+SERVES: Figure[int] = Figure("warmpool_serves", "instances served, ever", lambda count: count)
+LEDGER_COUNTERS: Sequence[Figure[Spend]] = (
+    Figure("warmpool_llm_calls", "model calls that ended", lambda spent: spent.llm_calls),
+    Figure(
+        "warmpool_llm_input_tokens",
+        "input tokens of the model calls that ended",
+        lambda spent: spent.input_tokens,
+    ),
+    Figure(
+        "warmpool_llm_output_tokens",
+        "output tokens of the model calls that ended",
+        lambda spent: spent.output_tokens,
+    ),
+    Figure(
+        "warmpool_llm_cost_usd",
+        "what the model calls that ended cost, in US dollars",
+        lambda spent: spent.cost_usd,
+    ),
+)
+UNFINISHED_CALLS: Figure[Spend] = Figure(
+    "warmpool_llm_calls_unfinished",
+    "model calls under way, or whose process died mid-call (their cost is unknown)",
+    lambda spent: spent.llm_calls,
+)
+BUDGET_GAUGES: Sequence[Figure[BudgetStatus]] = (
+    Figure(
+        "warmpool_budget_daily_usd",
+        "the daily spend budget in US dollars (WARMPOOL_DAILY_BUDGET_USD)",
+        lambda budget: budget.daily_usd,
+        CONFIGURED,
+    ),
+    Figure(
+        "warmpool_budget_spent_today_usd",
+        "what the model calls started today (UTC) cost, in US dollars",
+        lambda budget: budget.spent_today_usd,
+    ),
+    Figure(
+        "warmpool_budget_reserved_usd",
+        "what the generations in flight may still spend of their reservations, in US dollars",
+        lambda budget: budget.reserved_usd,
+    ),
+    Figure(
+        "warmpool_budget_remaining_usd",
+        "the daily budget less today's spend and the reservations, in US dollars",
+        lambda budget: budget.remaining_usd,
+    ),
+    Figure(
+        "warmpool_budget_replenish_paused",
+        "1 while the budget stops replenishment claims (what is left is the interactive "
+        "reserve), else 0",
+        lambda budget: budget.replenish_paused,
+    ),
+    Figure(
+        "warmpool_budget_exhausted",
+        "1 while the budget stops every claim until the UTC day ends, else 0",
+        lambda budget: budget.exhausted,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    queue: QueueStats
+    pool: stats.PoolStats
+    serves: dict[str, int]
+    spend: dict[str, Spend]
+
+
+async def read_snapshot(services: Services) -> Snapshot:
+    # One snapshot, so the queue, the pool and the ledger agree with each other.
+    async with (
+        services.pool.acquire() as connection,
+        connection.transaction(isolation="repeatable_read", readonly=True),
+    ):
+        return Snapshot(
+            queue=await queue.stats(
+                connection,
+                global_cap=services.settings.global_cap,
+                max_pending=services.settings.max_pending,
+                budget=services.budget,
+            ),
+            pool=await stats.read(connection, services.domain_map),
+            serves=await stats.serves_ever(connection, services.domain_map),
+            spend=await ledger.spend_by_outcome(connection),
+        )
+
+
+class Scrape:
+    """One scrape's collector: the snapshot's families, then this process's counters."""
+
+    def __init__(self, snapshot: Snapshot, counters: CollectorRegistry) -> None:
+        self._snapshot = snapshot
+        self._counters = counters
+
+    def collect(self) -> Iterator[Metric]:
+        snapshot = self._snapshot
+        yield from _per_label(GaugeMetricFamily, "lane", snapshot.queue.lanes, LANE_GAUGES)
+        yield from _unlabelled(snapshot.queue, QUEUE_GAUGES)
+        domains = {each.domain: each for each in snapshot.pool.domains}
+        yield from _per_label(GaugeMetricFamily, "domain", domains, DOMAIN_GAUGES)
+        yield from _per_label(CounterMetricFamily, "domain", snapshot.serves, [SERVES])
+        # Every outcome a call can end with, at 0 until one does; a call under way is none.
+        ended = {each: snapshot.spend.get(each, NOTHING_SPENT) for each in get_args(Outcome)}
+        yield from _per_label(CounterMetricFamily, "outcome", ended, LEDGER_COUNTERS)
+        yield from _unlabelled(snapshot.spend.get(UNFINISHED, NOTHING_SPENT), [UNFINISHED_CALLS])
+        if snapshot.queue.budget is not None:
+            yield from _unlabelled(snapshot.queue.budget, BUDGET_GAUGES)
+        yield from self._counters.collect()
+
+
+def _unlabelled(row: Row, figures: Sequence[Figure[Row]]) -> Iterator[Metric]:
+    for figure in figures:
+        yield GaugeMetricFamily(
+            figure.name, f"{figure.source}: {figure.what}.", value=figure.value(row)
+        )
+
+
+def _per_label(
+    family: type[GaugeMetricFamily | CounterMetricFamily],
+    label: str,
+    rows: Mapping[str, Row],
+    figures: Sequence[Figure[Row]],
+) -> Iterator[Metric]:
+    for figure in figures:
+        metric = family(
+            figure.name, f"{figure.source}: {figure.what}, per {label}.", labels=[label]
+        )
+        for key, row in rows.items():
+            metric.add_metric([key], figure.value(row))
+        yield metric

@@ -1,0 +1,216 @@
+"""GET /metrics: the figures read from the tables match what the test put there, the process
+counters move when work is shed, refused or swept, and the budget shows when it is set; the same
+budget in GET /v1/queue."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from core import domains
+from pool import serving
+from server.app import create_app
+from server.auth import Role
+from server.runtime import WorkerRuntime
+from server.settings import Settings
+from tests.conftest import bearer
+from tests.support.generators import Gated
+from tests.support.jobs import enqueue
+from tests.support.missions import add_mission
+from tests.support.server import ROOT
+
+Client = AsyncTestClient[Litestar]
+PYTHON = domains.load(ROOT / "domain_map.yaml").domains["python-backend"]
+
+
+class Scraped:
+    """One scrape, parsed by prometheus-client's own parser."""
+
+    def __init__(self, text: str) -> None:
+        self.help: dict[str, str] = {}
+        self.samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+        for family in text_string_to_metric_families(text):
+            self.help[family.name] = family.documentation
+            for sample in family.samples:
+                self.samples[sample.name, frozenset(sample.labels.items())] = sample.value
+
+    def __call__(self, name: str, **labels: str) -> float:
+        return self.samples[name, frozenset(labels.items())]
+
+
+async def scrape(client: Client) -> Scraped:
+    response = await client.get("/metrics")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return Scraped(response.text)
+
+
+async def bill(
+    pool: asyncpg.Pool, outcome: str, tokens: tuple[int, int] = (0, 0), usd: str = "0"
+) -> None:
+    await pool.execute(
+        "INSERT INTO llm_calls (job_id, attempt, purpose, provider, model, outcome,"
+        " input_tokens, output_tokens, cost_usd) VALUES (0, 1, 'generate', 'test', 'm', $1, $2,"
+        " $3, $4)",
+        outcome,
+        *tokens,
+        Decimal(usd),
+    )
+
+
+async def start_generating(pool: asyncpg.Pool, *job_ids: int) -> None:
+    await pool.execute(
+        "UPDATE generation_jobs SET status = 'generating', attempt = 1, worker_id = 'test-host:1',"
+        " started_at = now(), heartbeat_at = now() WHERE id = ANY($1)",
+        list(job_ids),
+    )
+
+
+async def serve_users(pool: asyncpg.Pool, count: int) -> None:
+    for index in range(count):
+        async with pool.acquire() as connection, connection.transaction():
+            served = await serving.serve(
+                connection, user_id=f"served-{index}", track="backend-engineer", domains=(PYTHON,)
+            )
+            assert served is not None
+
+
+@pytest.fixture
+async def limited(settings: Settings) -> AsyncIterator[Client]:
+    """A server whose queue refuses early: one active job per user, two pending in all."""
+    app = create_app(msgspec.structs.replace(settings, user_cap=1, max_pending=2))
+    async with AsyncTestClient(app) as client:
+        yield client
+
+
+async def test_the_database_figures_match_the_tables(client: Client, pool: asyncpg.Pool) -> None:
+    waited = datetime.now(UTC) - timedelta(seconds=90)
+    interactive = [await enqueue(pool, f"user-{index}", now=waited) for index in range(3)]
+    replenish = [await enqueue(pool, None, domain="sql-data") for _ in range(2)]
+    await start_generating(pool, interactive[0], replenish[0])
+    for _ in range(3):
+        await add_mission(pool, "python-backend", max_serves=100)
+    await add_mission(pool, "python-backend", qa_status="awaiting_review")
+    for _ in range(2):
+        await add_mission(pool, "sql-data", max_serves=50)
+    await serve_users(pool, 4)
+    await bill(pool, "ok", (100, 200), "0.010")
+    await bill(pool, "ok", (50, 25), "0.020")
+    await bill(pool, "failed", (10, 0))
+    await bill(pool, "started")
+
+    metrics = await scrape(client)
+
+    assert metrics("warmpool_queue_pending", lane="interactive") == 2
+    assert metrics("warmpool_queue_pending", lane="replenish") == 1
+    assert metrics("warmpool_queue_generating", lane="interactive") == 1
+    assert metrics("warmpool_queue_generating", lane="replenish") == 1
+    assert 90 <= metrics("warmpool_queue_oldest_pending_age_seconds", lane="interactive") < 300
+    assert metrics("warmpool_queue_global_cap") == 40
+    assert metrics("warmpool_queue_max_pending") == 200
+
+    backend, sql = {"domain": "python-backend"}, {"domain": "sql-data"}
+    assert metrics("warmpool_pool_approved_missions", **backend) == 3
+    assert metrics("warmpool_pool_approved_missions", **sql) == 2
+    assert metrics("warmpool_pool_remaining_serves", **backend) == 300 - 4
+    assert metrics("warmpool_pool_remaining_serves", **sql) == 100
+    assert metrics("warmpool_pool_awaiting_review", **backend) == 1
+    assert metrics("warmpool_pool_target", **backend) == PYTHON.target
+    assert metrics("warmpool_serves_total", **backend) == 4
+    assert metrics("warmpool_serves_total", **sql) == 0
+    assert metrics("warmpool_pool_deficit", domain="marketing-copy") > 0
+
+    assert metrics("warmpool_llm_calls_total", outcome="ok") == 2
+    assert metrics("warmpool_llm_calls_total", outcome="failed") == 1
+    assert metrics("warmpool_llm_calls_total", outcome="refused") == 0
+    assert metrics("warmpool_llm_calls_unfinished") == 1
+    assert metrics("warmpool_llm_input_tokens_total", outcome="ok") == 150
+    assert metrics("warmpool_llm_output_tokens_total", outcome="ok") == 225
+    assert metrics("warmpool_llm_input_tokens_total", outcome="failed") == 10
+    assert metrics("warmpool_llm_cost_usd_total", outcome="ok") == pytest.approx(0.03)
+
+    assert metrics.help["warmpool_queue_pending"].startswith("Database, read at scrape time:")
+    assert metrics.help["warmpool_serves"].startswith("Database, read at scrape time:")
+    assert metrics.help["warmpool_sheds"].startswith("This process, since it started:")
+    assert not any(name.startswith("warmpool_budget") for name in metrics.help), "no budget set"
+
+
+async def test_process_counters_move_with_sheds_refusals_and_sweeps(
+    limited: Client, keys: dict[Role, str], pool: asyncpg.Pool, settings: Settings
+) -> None:
+    before = await scrape(limited)
+    for counter in ("warmpool_sheds_total", "warmpool_swept_jobs_total"):
+        assert {value for (name, _), value in before.samples.items() if name == counter} == {0}
+    assert before("warmpool_user_cap_refusals_total") == 0
+
+    async def ask(user_id: str, key: str) -> int:
+        headers = bearer(keys["candidate_app"]) | {"Idempotency-Key": key}
+        body = {"user_id": user_id, "track": "backend-engineer"}
+        return (await limited.post("/v1/jobs", json=body, headers=headers)).status_code
+
+    assert [await ask("a", "1"), await ask("a", "2"), await ask("b", "3")] == [202, 429, 202]
+    assert await ask("c", "4") == 503
+    counted = await scrape(limited)
+    assert counted("warmpool_user_cap_refusals_total") == 1
+    assert counted("warmpool_sheds_total", lane="interactive") == 1
+    assert counted("warmpool_sheds_total", lane="replenish") == 0
+
+    # This process's worker sweeps: one generation stale, one pending job expired.
+    first = await pool.fetchval("SELECT min(id) FROM generation_jobs")
+    await start_generating(pool, first)
+    services: Any = limited.app.state.services
+    runtime = WorkerRuntime(pool, "unused", settings, Gated(), metrics=services.metrics)
+    swept = await runtime.sweeper.run_once(datetime.now(UTC) + timedelta(hours=2))
+    assert (len(swept.stale), len(swept.expired)) == (1, 1)
+    after = await scrape(limited)
+    assert after("warmpool_swept_jobs_total", reason="stale") == 1
+    assert after("warmpool_swept_jobs_total", reason="expired") == 1
+
+
+async def test_the_budget_in_the_metrics_and_the_queue(
+    settings: Settings, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    budgeted = msgspec.structs.replace(settings, daily_budget_usd=1.0)
+    async with AsyncTestClient(create_app(budgeted)) as client:
+        await bill(pool, "ok", usd="0.25")
+        metrics = await scrape(client)
+        assert metrics("warmpool_budget_daily_usd") == 1.0
+        assert metrics("warmpool_budget_spent_today_usd") == 0.25
+        assert metrics("warmpool_budget_reserved_usd") == 0
+        assert metrics("warmpool_budget_remaining_usd") == 0.75
+        assert metrics("warmpool_budget_replenish_paused") == 0
+        assert metrics("warmpool_budget_exhausted") == 0
+
+        await bill(pool, "ok", usd="1.00")
+        metrics = await scrape(client)
+        assert metrics("warmpool_budget_exhausted") == 1
+        assert metrics("warmpool_budget_replenish_paused") == 1
+        queue = await client.get("/v1/queue", headers=bearer(keys["admin"]))
+        assert queue.status_code == 200, queue.text
+        budget = queue.json()["budget"]
+        assert budget["spent_today_usd"] == 1.25
+        assert (budget["exhausted"], budget["replenish_paused"]) == (True, True)
+
+
+async def test_without_a_budget_the_queue_says_null(client: Client, keys: dict[Role, str]) -> None:
+    queue = await client.get("/v1/queue", headers=bearer(keys["admin"]))
+    assert queue.json()["budget"] is None
+
+
+async def test_openmetrics_when_asked_and_no_place_in_the_api_schema(client: Client) -> None:
+    response = await client.get(
+        "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+    )
+    assert response.headers["content-type"].startswith("application/openmetrics-text")
+    assert response.text.endswith("# EOF\n")
+    schema = (await client.get("/schema/openapi.json")).json()
+    assert "/metrics" not in schema["paths"]
