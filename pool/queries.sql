@@ -159,6 +159,23 @@ GROUP BY d.domain;
 SELECT d.domain, (SELECT count(*) FROM mission_instances i WHERE i.domain = d.domain) AS serves
 FROM unnest($1::text[]) AS d(domain);
 
+-- name: serves_by_domain_and_hour
+-- Per domain and UTC clock hour, the serves of the $2 hours up to $3, its own hour included;
+-- an hour without a serve is there with 0. Each hour reads its range of the (domain,
+-- created_at) index.
+SELECT d.domain, h.hour, count(i.id) AS serves
+FROM unnest($1::text[]) AS d(domain)
+CROSS JOIN generate_series(
+    date_trunc('hour', $3::timestamptz, 'UTC') - ($2::int - 1) * interval '1 hour',
+    date_trunc('hour', $3::timestamptz, 'UTC'),
+    interval '1 hour'
+) AS h(hour)
+LEFT JOIN mission_instances i
+  ON i.domain = d.domain AND i.created_at >= h.hour AND i.created_at < h.hour + interval '1 hour'
+ AND i.created_at <= $3::timestamptz
+GROUP BY d.domain, h.hour
+ORDER BY h.hour;
+
 -- name: replenish_leader_try_lock
 -- One replenishment pass at a time across all processes: a pass that cannot take this
 -- transaction lock is skipped, as another process is counting the same pool right now.

@@ -1,6 +1,6 @@
 """The pool per domain: stock, review, generations under way and the forecast, counted from
 the tables as GET /v1/pool, `warmpool status` and the replenisher read them; and the serves
-made, ever, as the metrics show them."""
+made, ever and hour by hour, as the metrics and the pool page show them."""
 
 from __future__ import annotations
 
@@ -134,6 +134,29 @@ def _domain_pool(
     )
 
 
+class HourOfServes(msgspec.Struct, frozen=True):
+    # The start of a UTC clock hour.
+    hour: datetime
+    serves: int
+
+
 async def serves_ever(connection: Executor, domain_map: DomainMap) -> dict[str, int]:
     rows = await connection.fetch(queries["serves_by_domain_ever"], list(domain_map.domains))
     return {row["domain"]: row["serves"] for row in rows}
+
+
+async def serves_by_hour(
+    connection: Executor, domain_map: DomainMap, *, hours: int, now: datetime | None = None
+) -> dict[str, list[HourOfServes]]:
+    """Every domain's serves in each of the last `hours` clock hours, the oldest first; the
+    last is the hour under way."""
+    rows = await connection.fetch(
+        queries["serves_by_domain_and_hour"],
+        list(domain_map.domains),
+        hours,
+        now or datetime.now(UTC),
+    )
+    history: dict[str, list[HourOfServes]] = {name: [] for name in domain_map.domains}
+    for row in rows:
+        history[row["domain"]].append(HourOfServes(row["hour"], row["serves"]))
+    return history

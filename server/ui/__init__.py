@@ -1,5 +1,5 @@
-"""The reviewer web UI under /qa: server-rendered pages for the review workflow, signed in with
-a reviewer key.
+"""The reviewer web UI under /qa: server-rendered pages for the review workflow and the pool,
+signed in with a reviewer key.
 
 A new page is a handler listed in `router` and a template that extends base.html, whose nav bar
 lists the pages.
@@ -13,7 +13,7 @@ from litestar.di import Provide
 from litestar.static_files import create_static_files_router
 
 from server.settings import Settings
-from server.ui import review_pages, session, sign_in
+from server.ui import pool_page, review_pages, session, sign_in
 from server.ui.rendering import EXCEPTION_HANDLERS, STATIC, template_config
 
 __all__ = ["router", "template_config"]
@@ -42,6 +42,7 @@ def router(settings: Settings) -> Router:
             review_pages.approve,
             review_pages.reject,
             review_pages.retire,
+            pool_page.pool_page,
             create_static_files_router("/static", directories=[STATIC], opt={"skip_session": True}),
         ],
         middleware=[session.session_middleware(settings)],

@@ -17,6 +17,7 @@ from litestar.types import ExceptionHandlersMap
 
 from server.auth import Caller
 from server.errors import DOMAIN_ERRORS
+from server.status import duration
 from server.ui.session import FormExpired, SignInRequired, form_token
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -32,6 +33,7 @@ def template_config() -> TemplateConfig[JinjaTemplateEngine]:
         lstrip_blocks=True,
     )
     environment.filters["when"] = when
+    environment.filters["duration"] = duration
     return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment))
 
 

@@ -1,0 +1,47 @@
+"""The pool page: per domain, the stock against its target, the missions in review, the
+generations under way against the cap, the replenisher's forecast, and the serves of the last
+hours as a small chart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, get
+from litestar.di import NamedDependency
+from litestar.response import Template
+
+from generation import queue
+from pool import stats
+from server.auth import Caller
+from server.services import Services
+from server.ui import charts
+from server.ui.rendering import page
+
+CHART_HOURS = 24
+
+
+@get("/pool")
+async def pool_page(
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
+    reviewer: NamedDependency[Caller],
+) -> Template:
+    settings = services.settings
+    async with services.pool.acquire() as connection:
+        queued = await queue.stats(
+            connection,
+            global_cap=settings.global_cap,
+            max_pending=settings.max_pending,
+            budget=services.budget,
+        )
+        pool = await stats.read(connection, services.domain_map)
+        history = await stats.serves_by_hour(connection, services.domain_map, hours=CHART_HOURS)
+    return page(
+        request,
+        "pool.html",
+        reviewer=reviewer,
+        queued=queued,
+        replenish_cap=settings.replenish_cap,
+        domains=[(each, charts.hourly_serves(history[each.domain])) for each in pool.domains],
+        chart_hours=CHART_HOURS,
+    )

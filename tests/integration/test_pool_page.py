@@ -1,0 +1,100 @@
+"""The pool page of the reviewer UI: per domain, the numbers the tables hold, and a chart whose
+bars are the serves of each of the last 24 clock hours."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from core import domains
+from pool import serving
+from server.auth import Role
+from server.ui.charts import CHART_HEIGHT
+from tests.integration.test_metrics import start_generating
+from tests.integration.test_review_pages import sign_in
+from tests.support.jobs import enqueue
+from tests.support.missions import add_mission
+from tests.support.server import ROOT
+
+Client = AsyncTestClient[Litestar]
+PYTHON = domains.load(ROOT / "domain_map.yaml").domains["python-backend"]
+BAR = re.compile(
+    r'<rect x="(?P<x>\d+)" y="(?P<y>[\d.]+)" width="6" height="(?P<height>[\d.]+)">'
+    r"<title>(?P<hour>[\d-]+ [\d:]+) UTC: (?P<serves>\d+) serves?</title></rect>"
+)
+
+
+def domain_row(page: str, domain: str) -> str:
+    match = re.search(rf'<tr id="domain-{domain}">(.*?)</tr>', page, re.DOTALL)
+    assert match, f"the page has a row for {domain}"
+    return match[1]
+
+
+def cell(row: str, name: str) -> str:
+    match = re.search(rf'<td class="{name}">(.*?)</td>', row, re.DOTALL)
+    assert match, f"the row has a {name} cell"
+    return re.sub(r"<[^>]+>", "", match[1]).strip()
+
+
+async def serve_at(pool: asyncpg.Pool, moments: list[datetime]) -> None:
+    for index, moment in enumerate(moments):
+        async with pool.acquire() as connection, connection.transaction():
+            served = await serving.serve(
+                connection,
+                user_id=f"user-{index}",
+                track="backend-engineer",
+                domains=(PYTHON,),
+                now=moment,
+            )
+            assert served is not None
+
+
+async def test_the_pool_page_shows_each_domain_and_its_serves_hour_by_hour(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    for _ in range(2):
+        await add_mission(pool, "python-backend", max_serves=100)
+    await add_mission(pool, "python-backend", qa_status="awaiting_review")
+    generating = await enqueue(pool, "waiting-1")
+    await enqueue(pool, "waiting-2")
+    await start_generating(pool, generating)
+    now = datetime.now(UTC)
+    moments = [now, now, now - timedelta(hours=3), *[now - timedelta(hours=5)] * 3]
+    await serve_at(pool, moments)
+
+    await sign_in(client, keys["qa_reviewer"])
+    page = await client.get("/qa/pool")
+    assert page.status_code == 200, page.text
+    assert '<a href="/qa/pool" aria-current="page">Pool</a>' in page.text
+    assert "Generating <strong>1</strong> of the global cap 40" in page.text
+
+    row = domain_row(page.text, "python-backend")
+    assert cell(row, "stock") == f"2 / {PYTHON.target}"
+    assert cell(row, "remaining") == str(200 - len(moments))
+    assert (cell(row, "review"), cell(row, "generating"), cell(row, "pending")) == ("1", "1", "1")
+
+    bars = [match.groupdict() for match in BAR.finditer(row)]
+    assert len(bars) == 24
+    assert [int(bar["x"]) for bar in bars] == [7 * index for index in range(24)]
+    per_hour = Counter(f"{moment:%Y-%m-%d %H}:00" for moment in moments)
+    assert {bar["hour"]: int(bar["serves"]) for bar in bars if int(bar["serves"])} == per_hour
+    peak = max(per_hour.values())
+    for bar in bars:
+        height = float(bar["height"])
+        assert height == round(int(bar["serves"]) / peak * CHART_HEIGHT, 2)
+        assert float(bar["y"]) == round(CHART_HEIGHT - height, 2)
+    assert bars[-1]["hour"] == f"{datetime.now(UTC):%Y-%m-%d %H}:00", "the hour under way last"
+
+    quiet = domain_row(page.text, "sql-data")
+    assert {match["serves"] for match in BAR.finditer(quiet)} == {"0"}
+
+
+async def test_the_pool_page_needs_a_session(client: Client) -> None:
+    response = await client.get("/qa/pool", follow_redirects=False)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/qa/sign-in?next=%2Fqa%2Fpool"
