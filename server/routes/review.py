@@ -73,7 +73,7 @@ def check_domain(domain: str | None, domain_map: DomainMap) -> None:
 @get(
     "/v1/qa/missions",
     guards=[requires("qa_reviewer")],
-    responses=problems(401, 403, 422),
+    responses=problems(400, 401, 403, 422),
     summary="List missions for review",
     description=(
         "Missions in one QA status (awaiting_review unless `status` says otherwise), "
@@ -93,7 +93,7 @@ async def list_missions(
 @get(
     "/v1/qa/missions/{mission_id:str}",
     guards=[requires("qa_reviewer")],
-    responses=problems(401, 403, 404),
+    responses=problems(400, 401, 403, 404),
     summary="Read a mission in full",
 )
 async def read_mission(mission_id: FromPath[str], services: NamedDependency[Services]) -> Mission:
