@@ -12,6 +12,7 @@ from litestar.datastructures import ResponseHeader
 from litestar.di import Provide
 from litestar.static_files import create_static_files_router
 
+from server.errors import exception_handlers
 from server.settings import Settings
 from server.ui import pool_page, review_pages, session, sign_in
 from server.ui.rendering import EXCEPTION_HANDLERS, STATIC, template_config
@@ -43,7 +44,13 @@ def router(settings: Settings) -> Router:
             review_pages.reject,
             review_pages.retire,
             pool_page.pool_page,
-            create_static_files_router("/static", directories=[STATIC], opt={"skip_session": True}),
+            # Static files carry no session, which error pages need: theirs are problem details.
+            create_static_files_router(
+                "/static",
+                directories=[STATIC],
+                opt={"skip_session": True},
+                exception_handlers=exception_handlers(),
+            ),
         ],
         middleware=[session.session_middleware(settings)],
         guards=[session.check_form_token],

@@ -13,6 +13,7 @@ from litestar.testing import AsyncTestClient
 
 from core import domains
 from server.auth import Role
+from tests.integration.test_http_jobs import assert_problem
 from tests.support.proven_missions import store_mission
 from tests.support.server import ROOT
 
@@ -173,3 +174,5 @@ async def test_the_stylesheet_is_served_without_a_session(client: Client) -> Non
     response = await client.get("/qa/static/qa.css")
     assert response.status_code == 200
     assert "set-cookie" not in response.headers
+    missing = await client.get("/qa/static/missing.css")
+    assert_problem(missing, 404, "missing.css")
