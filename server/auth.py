@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any, Literal, get_args
 
 import asyncpg
@@ -89,24 +88,29 @@ class KeyStore:
         return caller
 
 
-Guard = Callable[[ASGIConnection[Any, Any, Any, Any], BaseRouteHandler], Awaitable[None]]
+class RoleGuard:
+    """A route guard: the caller's key must have `role`, or be an admin key. The role stays
+    readable on the route, so who may call what can be listed from the routes themselves."""
 
+    def __init__(self, role: Role) -> None:
+        self.role = role
 
-def requires(role: Role) -> Guard:
-    """A route guard: the caller's key must have `role`, or be an admin key."""
-
-    async def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    async def __call__(
+        self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+    ) -> None:
         caller = await authenticate(connection)
-        if caller.role not in (role, "admin"):
+        if caller.role not in (self.role, "admin"):
             raise PermissionDeniedException(
-                detail=f"this route needs a key with the role {role!r}"
-                + ("" if role == "admin" else " (or 'admin')")
+                detail=f"this route needs a key with the role {self.role!r}"
+                + ("" if self.role == "admin" else " (or 'admin')")
                 + "; "
                 f"the key {caller.name!r} has the role {caller.role!r}"
             )
         connection.state.caller = caller
 
-    return guard
+
+def requires(role: Role) -> RoleGuard:
+    return RoleGuard(role)
 
 
 async def authenticate(connection: ASGIConnection[Any, Any, Any, Any]) -> Caller:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 from litestar.openapi import ResponseSpec
+from litestar.openapi.spec import SecurityRequirement
 
 from core.domains import Domain, DomainMap
 from core.text import storable
@@ -12,6 +13,9 @@ from server.errors import BadRequest, MissingIdempotencyKey
 
 MAX_USER_ID = 200
 MAX_IDEMPOTENCY_KEY = 200
+
+# The OpenAPI security of a route anyone may call: it needs no key, unlike the app's others.
+PUBLIC: list[SecurityRequirement] = [{}]
 
 
 class ProblemDetails(msgspec.Struct):

@@ -8,7 +8,7 @@ from litestar.di import NamedDependency
 
 from server import migrate
 from server.errors import DATABASE_UNAVAILABLE, problem
-from server.routes.common import problems
+from server.routes.common import PUBLIC, problems
 from server.services import Services
 
 
@@ -21,12 +21,12 @@ class Readiness(msgspec.Struct):
     schema_version: int
 
 
-@get("/healthz", summary="Liveness", sync_to_thread=False)
+@get("/healthz", summary="Liveness", security=PUBLIC, sync_to_thread=False)
 def healthz() -> Health:
     return Health(status="ok")
 
 
-@get("/readyz", summary="Readiness", responses=problems(503))
+@get("/readyz", summary="Readiness", security=PUBLIC, responses=problems(503))
 async def readyz(services: NamedDependency[Services]) -> Response[Readiness]:
     try:
         async with services.pool.acquire(timeout=2) as connection:
