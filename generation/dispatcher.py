@@ -76,10 +76,22 @@ class Dispatcher:
                 )
         except DATABASE_ERRORS as error:
             # Counting in-flight jobs failed (or the claim did): the system counts as full.
-            log.warning("claim failed, claiming nothing until the next try: %s", error)
+            log.warning(
+                "claim failed, claiming nothing until the next try: %s",
+                error,
+                extra={"worker_id": self._worker.id},
+            )
             return []
         claimed = [ClaimedJob(**dict(row)) for row in rows]
         for job in claimed:
+            log.info(
+                "claimed job %s attempt %s (%s lane, %s)",
+                job.id,
+                job.attempt,
+                job.lane,
+                job.domain,
+                extra={**job.log_fields(), "worker_id": self._worker.id},
+            )
             self._worker.start(job)
         return claimed
 

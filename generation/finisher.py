@@ -89,6 +89,17 @@ class Finisher:
                 await connection.execute(
                     queries["jobs_finish_if_generating"], *zip(*rows, strict=True)
                 )
+        jobs = {pending.job.id: pending.job for pending in batch}
+        for job_id, _, status, error, _, _ in rows:
+            job = jobs[job_id]
+            log.info(
+                "job %s attempt %s %s%s",
+                job.id,
+                job.attempt,
+                status,
+                f": {error}" if error else "",
+                extra={**job.log_fields(), "status": status},
+            )
         return held
 
 
@@ -100,7 +111,12 @@ async def _final_row(
             async with connection.transaction():  # a savepoint: one failed store spares the batch
                 ending = await ending(connection)
         except Exception as error:
-            log.exception("storing the result of job %s attempt %s failed", job.id, job.attempt)
+            log.exception(
+                "storing the result of job %s attempt %s failed",
+                job.id,
+                job.attempt,
+                extra=job.log_fields(),
+            )
             ending = Failed(f"storing the result failed: {type(error).__name__}: {error}")
     if isinstance(ending, Failed):
         return (job.id, job.attempt, "failed", ending.error, None, None)

@@ -17,3 +17,15 @@ class ClaimedJob(msgspec.Struct, frozen=True, kw_only=True):
     track: str | None
     domain: str
     created_at: datetime
+
+    def log_fields(self) -> dict[str, object]:
+        """The structured fields of a log line about this job."""
+        fields: dict[str, object] = {
+            "job_id": self.id,
+            "attempt": self.attempt,
+            "lane": self.lane,
+            "domain": self.domain,
+        }
+        if self.user_id is not None:
+            fields["user_id"] = self.user_id
+        return fields

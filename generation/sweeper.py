@@ -49,7 +49,17 @@ class Sweeper:
             timeout=self._timeout,
         )
         for row in stale:
-            log.warning("swept job %s attempt %s: %s", row["id"], row["attempt"], row["error"])
+            log.warning(
+                "swept job %s attempt %s: %s",
+                row["id"],
+                row["attempt"],
+                row["error"],
+                extra={
+                    "job_id": row["id"],
+                    "attempt": row["attempt"],
+                    "worker_id": row["worker_id"],
+                },
+            )
         self._count("stale", stale)
         expired = await self._pool.fetch(
             queries["jobs_fail_if_pending_expired"],
@@ -58,7 +68,12 @@ class Sweeper:
             timeout=self._timeout,
         )
         for row in expired:
-            log.warning("expired pending job %s after %s", row["id"], self._pending_expiry)
+            log.warning(
+                "expired pending job %s after %s",
+                row["id"],
+                self._pending_expiry,
+                extra={"job_id": row["id"]},
+            )
         self._count("expired", expired)
         return Swept(stale=[row["id"] for row in stale], expired=[row["id"] for row in expired])
 

@@ -74,11 +74,20 @@ class Worker:
                 if ending is not None and not await self._finisher.finish(job, ending):
                     _log_lost_race(job, "its final transition")
         except asyncio.CancelledError:
-            log.warning("job %s attempt %s stopped in this process", job.id, job.attempt)
+            log.info(
+                "job %s attempt %s stopped in this process",
+                job.id,
+                job.attempt,
+                extra=self._fields(job),
+            )
             raise
         except DATABASE_ERRORS as error:
             log.error(  # noqa: TRY400 (an outage, not a bug; the sweeper will fail the job)
-                "job %s attempt %s: could not record its end: %s", job.id, job.attempt, error
+                "job %s attempt %s: could not record its end: %s",
+                job.id,
+                job.attempt,
+                error,
+                extra=self._fields(job),
             )
         finally:
             del self._running[job.id]
@@ -91,11 +100,16 @@ class Worker:
             _log_lost_race(job, "a model call")
             return None
         except GenerationFailed as error:
-            log.info("job %s attempt %s failed: %s", job.id, job.attempt, error)
+            log.info(
+                "job %s attempt %s failed: %s", job.id, job.attempt, error, extra=self._fields(job)
+            )
             return Failed(str(error))
         except Exception as error:
-            log.exception("job %s attempt %s crashed", job.id, job.attempt)
+            log.exception("job %s attempt %s crashed", job.id, job.attempt, extra=self._fields(job))
             return Failed(f"generation crashed: {type(error).__name__}: {error}")
+
+    def _fields(self, job: ClaimedJob) -> dict[str, object]:
+        return {**job.log_fields(), "worker_id": self.id}
 
     async def heartbeat_once(self, now: datetime | None = None) -> list[ClaimedJob]:
         """Heartbeat every held job; stop and return those this worker no longer holds."""
@@ -132,6 +146,11 @@ class Worker:
                 row["id"],
                 row["attempt"],
                 row["worker_id"],
+                extra={
+                    "job_id": row["id"],
+                    "attempt": row["attempt"],
+                    "worker_id": row["worker_id"],
+                },
             )
         return [row["id"] for row in rows]
 
@@ -171,4 +190,5 @@ def _log_lost_race(job: ClaimedJob, step: str) -> None:
         job.id,
         job.attempt,
         step,
+        extra=job.log_fields(),
     )

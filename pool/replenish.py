@@ -119,8 +119,20 @@ class Replenisher:
                     await idempotency.remember(connection, CALLER, key, job_id=job_id)
                 enqueued.append(str(job_id))
             except queue.QueueFull as full:
-                log.info("replenishing %s stopped after %d: %s", name, len(enqueued), full)
+                log.info(
+                    "replenishing %s stopped after %d: %s",
+                    name,
+                    len(enqueued),
+                    full,
+                    extra={"domain": name},
+                )
                 return DomainPass(domain=name, deficit=deficit, enqueued=enqueued, shed=True)
         if enqueued:
-            log.info("replenishing %s: deficit %d, enqueued %d", name, deficit, len(enqueued))
+            log.info(
+                "replenishing %s: deficit %d, enqueued %d",
+                name,
+                deficit,
+                len(enqueued),
+                extra={"domain": name, "job_ids": enqueued},
+            )
         return DomainPass(domain=name, deficit=deficit, enqueued=enqueued, shed=False)

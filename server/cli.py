@@ -13,7 +13,7 @@ import uvicorn
 
 from core import domains
 from core.domains import DomainMapError
-from server import database, migrate
+from server import database, logs, migrate
 from server.app import create_app
 from server.auth import ROLES, create_key
 from server.runtime import running_worker
@@ -25,14 +25,10 @@ log = logging.getLogger("warmpool")
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     try:
         settings = from_environment()
+        # Logs go to stderr; stdout carries what a command prints for the person who ran it.
+        logs.configure(settings, getattr(arguments, "log_format", None))
         return int(arguments.run(settings, arguments) or 0)
     except (SettingsError, DomainMapError) as error:
         print(f"warmpool: {error}", file=sys.stderr)
@@ -42,14 +38,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="warmpool", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    logging_options = argparse.ArgumentParser(add_help=False)
+    logging_options.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        help="one JSON object per line, or text (default: text on a terminal, else json)",
+    )
 
-    serve = commands.add_parser("serve", help="the HTTP API, plus a worker and the scheduler")
+    serve = commands.add_parser(
+        "serve", parents=[logging_options], help="the HTTP API, plus a worker and the scheduler"
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--no-worker", action="store_true", help="serve the API only")
     serve.set_defaults(run=_serve)
 
-    worker = commands.add_parser("worker", help="dispatcher and generation only")
+    worker = commands.add_parser(
+        "worker", parents=[logging_options], help="dispatcher and generation only"
+    )
     worker.set_defaults(run=_worker)
 
     migrate_command = commands.add_parser("migrate", help="bring the schema up to date")

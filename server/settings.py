@@ -11,6 +11,7 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
@@ -162,12 +163,35 @@ def from_environment(environ: Mapping[str, str] | None = None) -> Settings:
         try:
             given[field] = msgspec.convert(raw, types[field], strict=False, dec_hook=_decode)
         except msgspec.ValidationError:
-            raise SettingsError(f"{variable}={raw!r} is not valid: expected {expected}") from None
+            raise SettingsError(
+                f"{variable}={shown(variable, raw)} is not valid: expected {expected}"
+            ) from None
     settings = Settings(**given)  # type: ignore[arg-type]
     _check_relations(settings)
     if not settings.worker_name:
         settings = msgspec.structs.replace(settings, worker_name=socket.gethostname())
     return settings
+
+
+# Settings whose values no message or log line may show.
+SECRET_VARIABLES = frozenset({"OPENAI_API_KEY", "WARMPOOL_SECRET_KEY"})
+REDACTED = "[redacted]"
+
+
+def shown(variable: str, value: str) -> str:
+    """How a message may show a setting's value: secrets hidden, URLs without passwords."""
+    if variable in SECRET_VARIABLES:
+        return f"<hidden, {len(value)} characters>"
+    return repr(redacted_url(value))
+
+
+def redacted_url(url: str) -> str:
+    """`url` without its password (unchanged when it has none)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{REDACTED}@{host}"))
 
 
 def _decode(kind: type, value: object) -> object:
@@ -180,13 +204,15 @@ def _check_relations(settings: Settings) -> None:
     url = settings.database_url
     if url is not None and not url.startswith(("postgresql://", "postgres://")):
         raise SettingsError(
-            f"WARMPOOL_DATABASE_URL={url!r} is not valid: expected a postgresql:// URL, "
+            f"WARMPOOL_DATABASE_URL={redacted_url(url)!r} is not valid: expected a "
+            "postgresql:// URL, "
             "or leave it unset to use the embedded database"
         )
     proof_url = settings.proof_database_url
     if proof_url is not None and not proof_url.startswith(("postgresql://", "postgres://")):
         raise SettingsError(
-            f"WARMPOOL_PROOF_DATABASE_URL={proof_url!r} is not valid: expected a postgresql:// URL"
+            f"WARMPOOL_PROOF_DATABASE_URL={redacted_url(proof_url)!r} is not valid: expected a "
+            "postgresql:// URL"
         )
     base = settings.openai_base_url
     if base is not None and not base.startswith(("http://", "https://")):

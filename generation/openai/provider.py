@@ -127,7 +127,13 @@ class OpenAIProvider:
                     record.outcome, record.error = failure.outcome, failure.message
                     if not failure.retryable:
                         raise ProviderError(failure.message) from error
-                    log.info("%s call, try %d, not billed: %s", purpose, tries, failure.message)
+                    log.info(
+                        "%s call, try %d, not billed: %s",
+                        purpose,
+                        tries,
+                        failure.message,
+                        extra={"job_id": ledger.job_id, "attempt": ledger.attempt},
+                    )
                 else:
                     return self._read(completion, record, answer, accept)
             await self._retry.sleep(self._retry.wait(failure, tries))

@@ -3,8 +3,9 @@
     python -m tests.support.worker_process sleep 0.02 0.2
     python -m tests.support.worker_process hang
 
-Settings come from the environment, as for `warmpool worker`. Every generation is recorded
-in the test table `generation_runs` (job, attempt, pid), which the test creates.
+Settings come from the environment, as for `warmpool worker`, and so do logging and the stop
+on SIGTERM. Every generation is recorded in the test table `generation_runs` (job, attempt,
+pid), which the test creates.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import asyncpg
 from generation.finisher import Finished
 from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
-from server import database
+from server import database, logs
 from server.runtime import WorkerRuntime
 from server.settings import from_environment
 from tests.support.generators import Recording, Sleeping
@@ -52,6 +53,7 @@ class Hanging(Recording):
 
 async def main(mode: str, arguments: list[str]) -> None:
     settings = from_environment()
+    logs.configure(settings)
     assert settings.database_url
     pool = await database.create_pool(settings.database_url)
     inner = (

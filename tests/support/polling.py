@@ -1,0 +1,22 @@
+"""Waiting, in tests, for a condition that other processes bring about."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def eventually(check: Callable[[], Awaitable[T]], within: float, what: str) -> T:
+    """The first truthy value of `check()`, polled until `within` seconds have passed."""
+    deadline = time.monotonic() + within
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
+        await asyncio.sleep(0.05)
