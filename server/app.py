@@ -18,6 +18,7 @@ from core import domains
 from generation.metrics import QueueMetrics
 from server import database, migrate, ui
 from server.auth import KeyStore, bootstrap_keys
+from server.deadline import RequestDeadline
 from server.errors import exception_handlers
 from server.generation import spend_budget
 from server.routes import health, jobs, metrics, operators, review, serve
@@ -86,6 +87,7 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
         template_config=ui.template_config(),
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         exception_handlers=exception_handlers(),
+        middleware=[RequestDeadline(settings.request_timeout_seconds)],
         lifespan=[lifespan],
         logging_config=None,  # the command line configures logging, once per process
         openapi_config=OpenAPIConfig(

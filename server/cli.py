@@ -33,6 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SettingsError, DomainMapError) as error:
         print(f"warmpool: {error}", file=sys.stderr)
         return 2
+    except database.DatabaseUnreachable as error:
+        # At start-up; once running, an outage is waited out instead.
+        print(f"warmpool: {error}", file=sys.stderr)
+        return 1
 
 
 def _parser() -> argparse.ArgumentParser:

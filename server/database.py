@@ -11,28 +11,43 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import msgspec
 
-from core.sql import Connection
+from core.sql import DATABASE_ERRORS, Connection
 from server.settings import Settings, redacted_url
 
 log = logging.getLogger(__name__)
 
 EMBEDDED_DATABASE = "warmpool"
+# Making a connection takes milliseconds; a database that has not answered in this time is
+# down or unreachable, and whoever asked (a request, a claim) is told so instead of waiting.
+CONNECT_TIMEOUT_SECONDS = 5.0
+
+
+class DatabaseUnreachable(Exception):
+    """A process cannot start: its database does not answer, or refuses it."""
 
 
 async def create_pool(url: str, *, max_size: int = 20) -> asyncpg.Pool:
     log.info("database at %s", redacted_url(url))
-    pool = await asyncpg.create_pool(
-        url,
-        min_size=1,
-        max_size=max_size,
-        init=_init_connection,
-        reset=_keep_session,
-        # A request or a claim never waits on a dead database longer than this.
-        timeout=10,
-        command_timeout=30,
-    )
+    # A connection that broke (Postgres restarted) is closed by asyncpg and made again by the
+    # next acquire, so the pool recovers by itself once the database is back.
+    try:
+        pool = await asyncpg.create_pool(
+            url,
+            min_size=1,
+            max_size=max_size,
+            init=_init_connection,
+            reset=_keep_session,
+            timeout=CONNECT_TIMEOUT_SECONDS,
+            command_timeout=30,
+        )
+    except DATABASE_ERRORS as error:
+        raise _unreachable(url, error) from error
     assert pool is not None
     return pool
+
+
+def _unreachable(url: str, error: Exception) -> DatabaseUnreachable:
+    return DatabaseUnreachable(f"cannot use the database at {redacted_url(url)}: {error}")
 
 
 async def _init_connection(connection: Connection) -> None:
@@ -102,6 +117,10 @@ async def resolve_url(settings: Settings) -> str:
 
 async def connect(settings: Settings) -> Connection:
     """One connection, for the command line."""
-    connection = await asyncpg.connect(await resolve_url(settings))
+    url = await resolve_url(settings)
+    try:
+        connection = await asyncpg.connect(url, timeout=CONNECT_TIMEOUT_SECONDS)
+    except DATABASE_ERRORS as error:
+        raise _unreachable(url, error) from error
     await _init_connection(connection)
     return connection

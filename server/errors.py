@@ -26,10 +26,13 @@ from generation.queue import (
 )
 from pool.serving import InstanceNotFound
 from qa.review import InvalidReview, MissionNotFound, MissionStateConflict
+from server.deadline import RequestTimedOut
 
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
+# What answers about an unavailable database tell clients to wait: it is usually back soon.
+DATABASE_RETRY_AFTER_SECONDS = 5
 
 
 class BadRequest(Exception):
@@ -53,15 +56,17 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     MissionNotFound: (404, "Mission not found", None),
     MissionStateConflict: (409, "Mission is not in the expected state", None),
     InvalidReview: (422, "Invalid review", None),
+    RequestTimedOut: (503, "Request timed out", DATABASE_RETRY_AFTER_SECONDS),
 }
 
+# What Postgres going away, restarting or failing over raises: 503, never 500.
 DATABASE_UNAVAILABLE = (
-    OSError,
-    TimeoutError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.ConnectionDoesNotExistError,
-    asyncpg.InterfaceError,
+    OSError,  # refused, reset, unreachable, and TimeoutError
+    asyncpg.InterfaceError,  # the connection closed under the query
     asyncpg.PostgresConnectionError,
+    asyncpg.OperatorInterventionError,  # shutting down, crashed, starting up
+    asyncpg.InsufficientResourcesError,  # too many connections
+    asyncpg.ReadOnlySQLTransactionError,  # a failover's old primary
 )
 
 
@@ -130,7 +135,7 @@ def _database_unavailable(_: Request[Any, Any, Any], error: Exception) -> Respon
         503,
         "Database unavailable",
         "warmpool cannot reach its database right now; retry shortly",
-        retry_after=5,
+        retry_after=DATABASE_RETRY_AFTER_SECONDS,
     )
 
 

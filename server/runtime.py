@@ -21,6 +21,7 @@ from generation.sweeper import Sweeper
 from generation.worker import Generator, Worker
 from pool.replenish import Replenisher
 from server import services
+from server.database import CONNECT_TIMEOUT_SECONDS
 from server.generation import mission_pipeline, spend_budget
 from server.settings import Settings
 
@@ -127,7 +128,9 @@ class WorkerRuntime:
         # A dedicated connection: a pooled one would lose its LISTEN when returned to the pool.
         # When it breaks (Postgres restarted), the tick keeps dispatching and reconnects it.
         try:
-            self._listener = await asyncpg.connect(self._database_url)
+            self._listener = await asyncpg.connect(
+                self._database_url, timeout=CONNECT_TIMEOUT_SECONDS
+            )
             await self._listener.add_listener(NOTIFY_CHANNEL, self._on_notify)
         except DATABASE_ERRORS as error:
             self._listener = None

@@ -39,6 +39,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pending_expiry_seconds: Seconds = 3600.0
     job_retention_seconds: Seconds = 7 * 24 * 3600.0
     shutdown_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 120.0
+    # A request not answered in this time gets 503 (the database is slow or unreachable).
+    request_timeout_seconds: Seconds = 10.0
     openai_api_key: str | None = None
     openai_base_url: str | None = None
     model: str = "gpt-4o-mini"
@@ -113,6 +115,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "WARMPOOL_PENDING_EXPIRY_SECONDS": ("pending_expiry_seconds", "a number of seconds above 0"),
     "WARMPOOL_JOB_RETENTION_SECONDS": ("job_retention_seconds", "a number of seconds above 0"),
     "WARMPOOL_SHUTDOWN_GRACE_SECONDS": ("shutdown_grace_seconds", "a number of seconds, 0 or more"),
+    "WARMPOOL_REQUEST_TIMEOUT_SECONDS": ("request_timeout_seconds", "a number of seconds above 0"),
     "OPENAI_API_KEY": ("openai_api_key", "an OpenAI API key"),
     "OPENAI_BASE_URL": ("openai_base_url", "an http(s) URL of an OpenAI-compatible API"),
     "WARMPOOL_MODEL": ("model", "a model name"),

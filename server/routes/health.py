@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 from litestar import Response, get
 from litestar.di import NamedDependency
 
 from server import migrate
-from server.errors import DATABASE_UNAVAILABLE, problem
+from server.errors import DATABASE_RETRY_AFTER_SECONDS, DATABASE_UNAVAILABLE, problem
 from server.routes.common import PUBLIC, problems
 from server.services import Services
+
+# A probe answers within a few seconds either way: health checkers time out soon after.
+PROBE_SECONDS = 2.0
 
 
 class Health(msgspec.Struct):
@@ -29,16 +34,24 @@ def healthz() -> Health:
 @get("/readyz", summary="Readiness", security=PUBLIC, responses=problems(503))
 async def readyz(services: NamedDependency[Services]) -> Response[Readiness]:
     try:
-        async with services.pool.acquire(timeout=2) as connection:
-            version = await migrate.current_version(connection)
+        # The acquire's timeout also bounds giving back a connection whose query timed out.
+        async with services.pool.acquire(timeout=PROBE_SECONDS) as connection:
+            async with asyncio.timeout(PROBE_SECONDS):
+                version = await migrate.current_version(connection)
     except DATABASE_UNAVAILABLE as error:
-        return problem(503, "Not ready", f"the database does not answer: {error}", retry_after=5)  # type: ignore[return-value]
+        reason = str(error) or f"no answer within {PROBE_SECONDS:g}s"
+        return problem(  # type: ignore[return-value]
+            503,
+            "Not ready",
+            f"the database does not answer: {reason}",
+            retry_after=DATABASE_RETRY_AFTER_SECONDS,
+        )
     if version != migrate.LATEST_VERSION:
         return problem(  # type: ignore[return-value]
             503,
             "Not ready",
             f"the schema is at version {version}, this build needs {migrate.LATEST_VERSION}; "
             "run 'warmpool migrate'",
-            retry_after=5,
+            retry_after=DATABASE_RETRY_AFTER_SECONDS,
         )
     return Response(Readiness(status="ready", schema_version=version))
