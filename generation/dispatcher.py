@@ -45,6 +45,9 @@ class Dispatcher:
         self._budget = claim_parameters(budget)
         self._count_timeout = count_timeout_seconds
         self._running = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._stopped = False
         self._sweep_due = False
         self._claim_due = False
         self._background: set[asyncio.Task[None]] = set()
@@ -59,7 +62,7 @@ class Dispatcher:
 
     async def claim(self, now: datetime | None = None) -> list[ClaimedJob]:
         want = self._worker.free_slots()
-        if want <= 0:
+        if want <= 0 or self._stopped:
             return []
         try:
             async with self._pool.acquire() as connection, connection.transaction():
@@ -95,13 +98,18 @@ class Dispatcher:
             self._worker.start(job)
         return claimed
 
+    async def stop(self) -> None:
+        """Claim nothing more; return once a claim under way has handed its jobs to the worker."""
+        self._stopped = True
+        await self._idle.wait()
+
     async def tick(self) -> None:
         self._sweep_due = True
         await self._run_due()
 
     def wake(self) -> None:
         self._claim_due = True
-        if not self._running:
+        if not self._running and not self._stopped:
             task = asyncio.get_running_loop().create_task(self._run_due())
             self._background.add(task)
             task.add_done_callback(self._background.discard)
@@ -112,8 +120,9 @@ class Dispatcher:
         if self._running:
             return
         self._running = True
+        self._idle.clear()
         try:
-            while self._claim_due:
+            while self._claim_due and not self._stopped:
                 self._claim_due = False
                 if self._sweep_due:
                     self._sweep_due = False
@@ -122,3 +131,4 @@ class Dispatcher:
                     await self.claim()
         finally:
             self._running = False
+            self._idle.set()

@@ -215,6 +215,18 @@ SET status = 'failed', finished_at = now(),
 WHERE status = 'generating' AND worker_id = ANY($1::text[])
 RETURNING id, attempt, worker_id;
 
+-- name: jobs_release_if_generating
+-- At shutdown, once the grace is over: the generations a worker still runs go back to the
+-- queue under a new attempt, which fences off whatever the stopped generation still writes
+-- (its model call under way is recorded, as orphaned). The job keeps its place in line
+-- (fair_time) and its ledger rows.
+UPDATE generation_jobs j
+SET status = 'pending', attempt = j.attempt + 1, worker_id = NULL, started_at = NULL,
+    heartbeat_at = NULL
+FROM unnest($1::bigint[], $2::int[]) AS held(id, attempt)
+WHERE j.id = held.id AND j.attempt = held.attempt AND j.status = 'generating'
+RETURNING j.id, j.attempt;
+
 -- name: workers_generating_on_host
 SELECT DISTINCT worker_id FROM generation_jobs
 WHERE status = 'generating' AND worker_id LIKE $1::text || ':%';

@@ -161,6 +161,40 @@ class Worker:
             await asyncio.wait(tasks, timeout=grace_seconds)
         return not self._running
 
+    async def release(self) -> list[int]:
+        """Give the generations still under way back to the queue, each as pending under a new
+        attempt, then stop them. Released first, so a stopped generation writes nothing more
+        than its model call under way, recorded in the ledger as orphaned."""
+        held = self.running()
+        if not held:
+            return []
+        try:
+            rows = await self._pool.fetch(
+                queries["jobs_release_if_generating"],
+                [job.id for job in held],
+                [job.attempt for job in held],
+            )
+        except DATABASE_ERRORS as error:
+            rows = []
+            log.error(  # noqa: TRY400 (an outage, not a bug)
+                "could not release %d job(s) back to the queue, the sweeper will fail them: %s",
+                len(held),
+                error,
+                extra={"worker_id": self.id},
+            )
+        by_id = {job.id: job for job in held}
+        for row in rows:
+            job = by_id[row["id"]]
+            log.info(
+                "released job %s attempt %s back to the queue, as attempt %s",
+                job.id,
+                job.attempt,
+                row["attempt"],
+                extra=self._fields(job),
+            )
+        await self.stop()
+        return [row["id"] for row in rows]
+
     async def stop(self) -> None:
         tasks = [task for _, task in self._running.values()]
         for task in tasks:

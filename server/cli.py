@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import signal
 import sys
 from collections.abc import Sequence
@@ -91,6 +92,9 @@ def _serve(settings: Settings, arguments: argparse.Namespace) -> int:
         # subprocess support does not offer.
         loop="asyncio",
         http="httptools",
+        # On SIGTERM: stop accepting, let open requests finish within the grace, then run the
+        # lifespan's shutdown (the worker's own grace, if this process runs one).
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
     )
     uvicorn.Server(config).run()
     return 0
@@ -114,6 +118,7 @@ async def _run_worker(settings: Settings) -> None:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, stop.set)
             await stop.wait()
+            log.info("stopping on a signal")
     finally:
         await pool.close()
 

@@ -3,6 +3,7 @@ on apscheduler, plus a LISTEN connection so a NOTIFY fills a free slot within mi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -78,7 +79,7 @@ class WorkerRuntime:
         self._scheduler.add_job(
             self._tick, "interval", seconds=self._settings.tick_seconds, next_run_time=now, **every
         )
-        self._scheduler.add_job(
+        self._heartbeats = self._scheduler.add_job(
             self._heartbeat, "interval", seconds=self._settings.heartbeat_interval_seconds, **every
         )
         self._scheduler.add_job(
@@ -102,10 +103,29 @@ class WorkerRuntime:
         )
 
     async def stop(self) -> None:
+        """Stop claiming, let the generations under way finish within the shutdown grace, give
+        what is left back to the queue, then stop."""
+        for job in self._scheduler.get_jobs():
+            if job.id != self._heartbeats.id:
+                job.remove()
+        # From here on a NOTIFY or a freed slot wakes the dispatcher in vain.
+        await self.dispatcher.stop()
+        grace = self._settings.shutdown_grace_seconds
+        under_way = len(self.worker.running())
+        if under_way:
+            log.info(
+                "stopping: claiming nothing more, %d generation(s) under way get %gs to finish",
+                under_way,
+                grace,
+                extra={"worker_id": self.worker.id},
+            )
+        # Heartbeats go on meanwhile, so no sweeper takes a draining job for a dead one's.
+        drained = await self.worker.drain(grace)
         self._scheduler.shutdown(wait=False)
-        if self._listener is not None:
-            await self._listener.close()
-        await self.worker.stop()
+        await self._unlisten()
+        if not drained:
+            await self.worker.release()
+        log.info("worker %s stopped", self.worker.id, extra={"worker_id": self.worker.id})
 
     async def _tick(self) -> None:
         if self._listener is None or self._listener.is_closed():
@@ -135,6 +155,13 @@ class WorkerRuntime:
         except DATABASE_ERRORS as error:
             self._listener = None
             log.warning("LISTEN failed, dispatching on the tick only until it works: %s", error)
+
+    async def _unlisten(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            # A close that fails (the database is gone) has aborted the connection already.
+            with contextlib.suppress(*DATABASE_ERRORS):
+                await listener.close(timeout=CONNECT_TIMEOUT_SECONDS)
 
     def _on_notify(self, *_: Any) -> None:
         self._wake()

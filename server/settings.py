@@ -38,6 +38,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     heartbeat_timeout_seconds: Seconds = 60.0
     pending_expiry_seconds: Seconds = 3600.0
     job_retention_seconds: Seconds = 7 * 24 * 3600.0
+    # On SIGTERM, how long open requests and generations under way get to finish; the
+    # generations still running then go back to the queue.
     shutdown_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 120.0
     # A request not answered in this time gets 503 (the database is slow or unreachable).
     request_timeout_seconds: Seconds = 10.0

@@ -47,6 +47,8 @@ def settings(database_url: str) -> Settings:
         database_url=database_url,
         domain_map=ROOT / "domain_map.yaml",
         worker_name="test-host",
+        # A runtime a test stops releases at once what still runs.
+        shutdown_grace_seconds=0.0,
     )
 
 

@@ -45,6 +45,8 @@ def environment(database_url: str, overrides: Mapping[str, str] | None = None) -
     env.update(
         WARMPOOL_DATABASE_URL=database_url,
         WARMPOOL_DOMAIN_MAP=str(ROOT / "domain_map.yaml"),
+        # A test's processes stop within a second of SIGTERM, releasing what still runs.
+        WARMPOOL_SHUTDOWN_GRACE_SECONDS="1",
         PYTHONUNBUFFERED="1",
     )
     env.update(overrides or {})

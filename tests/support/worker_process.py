@@ -2,6 +2,7 @@
 
     python -m tests.support.worker_process sleep 0.02 0.2
     python -m tests.support.worker_process hang
+    python -m tests.support.worker_process sleep 0.2 0.5 hang-for stuck-user
 
 Settings come from the environment, as for `warmpool worker`, and so do logging and the stop
 on SIGTERM. Every generation is recorded in the test table `generation_runs` (job, attempt,
@@ -51,16 +52,35 @@ class Hanging(Recording):
         await asyncio.sleep(3600)
 
 
+class HangingFor(Recording):
+    """Hangs on the jobs of one user, and works as `inner` on the others."""
+
+    def __init__(self, user_id: str, inner: Recording) -> None:
+        super().__init__()
+        self._user_id = user_id
+        self._inner = inner
+
+    async def work(self, job: ClaimedJob) -> None:
+        if job.user_id == self._user_id:
+            await asyncio.sleep(3600)
+        await self._inner.work(job)
+
+
+def generator(mode: str, arguments: list[str]) -> Recording:
+    if mode == "hang":
+        return Hanging()
+    sleeping = Sleeping(float(arguments[0]), float(arguments[1]), seed=os.getpid())
+    if arguments[2:3] == ["hang-for"]:
+        return HangingFor(arguments[3], sleeping)
+    return sleeping
+
+
 async def main(mode: str, arguments: list[str]) -> None:
     settings = from_environment()
     logs.configure(settings)
     assert settings.database_url
     pool = await database.create_pool(settings.database_url)
-    inner = (
-        Sleeping(float(arguments[0]), float(arguments[1]), seed=os.getpid())
-        if mode == "sleep"
-        else Hanging()
-    )
+    inner = generator(mode, arguments)
     runtime = WorkerRuntime(pool, settings.database_url, settings, RecordedInDatabase(pool, inner))
     await runtime.start()
     stop = asyncio.Event()
