@@ -5,15 +5,13 @@ API, candidates are served from the pool, missions retire at their limit, the po
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
+from tests.support.polling import eventually
 from tests.support.proving import ensure_toolchain
 from tests.support.server import create_keys, running_server
 
@@ -30,17 +28,6 @@ domains:
     retire_after: 2
     retire_jitter: false
 """
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], within: float, what: str) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 async def test_empty_pool_to_served_retired_and_refilled(
@@ -81,7 +68,7 @@ async def test_empty_pool_to_served_retired_and_refilled(
             assert first.status_code == 202
 
             # Replenishment fills the pool to its target; reviewers see the proven missions.
-            made = await eventually(awaiting_review, 120, "two missions in review")
+            made = await eventually(awaiting_review, 120, "two missions in review", every=0.2)
             listed = (await client.get("/v1/qa/missions", headers=reviewer)).json()["missions"]
             assert listed[0]["requested_by"] == "early", (
                 "the waiting user's mission is reviewed first"
@@ -126,5 +113,5 @@ async def test_empty_pool_to_served_retired_and_refilled(
                     )
                 )
 
-            await eventually(refilled, 120, "the pool to refill")
+            await eventually(refilled, 120, "the pool to refill", every=0.2)
     assert 0 < highest_in_flight <= 2, "within the global cap"

@@ -10,8 +10,10 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-async def eventually(check: Callable[[], Awaitable[T]], within: float, what: str) -> T:
-    """The first truthy value of `check()`, polled until `within` seconds have passed."""
+async def eventually(
+    check: Callable[[], Awaitable[T]], within: float, what: str, *, every: float = 0.05
+) -> T:
+    """The first truthy value of `check()`, polled `every` seconds until `within` have passed."""
     deadline = time.monotonic() + within
     while True:
         value = await check()
@@ -19,4 +21,4 @@ async def eventually(check: Callable[[], Awaitable[T]], within: float, what: str
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within:g}s waiting for {what}")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(every)
