@@ -4,8 +4,9 @@ asyncpg (the ceiling), on empty history and on a million historical instances.
     python bench/serve.py [--seconds 10] [--clients 32] [--database-url postgresql://...]
 
 For each table state it prints: serves per second and p50/p99 latency over HTTP at
-`--clients` concurrent clients (keep-alive connections to one `warmpool serve --no-worker`
-process), the same for the serve transaction run through asyncpg with as many connections,
+`--clients` concurrent clients (wrk, from Debian's `wrk` package, on keep-alive connections to
+one `warmpool serve --no-worker` process: a load generator that costs the 2 cores little),
+the same for the serve transaction run through asyncpg with as many connections,
 their ratio, and p50/p99 over HTTP at half the measured peak rate (requests sent on a fixed
 schedule, whatever the answers' speed). Then it loads 1,000,000 historical instances and
 100,000 retired missions and measures again. Goals: HTTP at least half the ceiling; p99 under
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import itertools
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -31,7 +33,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import asyncpg
-import httpx
 
 from core.domains import load
 from pool import serving
@@ -41,7 +42,6 @@ from server.database import create_pool, with_database
 from tests.support.server import running_server
 
 TRACK = "backend-engineer"
-MISSIONS = 40
 HISTORY_INSTANCES = 1_000_000
 HISTORY_RETIRED = 100_000
 _users = itertools.count()
@@ -83,24 +83,58 @@ async def closed_loop(
     return figures(latencies, time.perf_counter() - start)
 
 
-async def open_loop(
-    serve_one: Callable[[], Awaitable[None]], rate: float, seconds: float
+UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+WRK_SCRIPT = """
+local thread_id = 0
+setup = function(thread)
+    thread:set("id", thread_id)
+    thread_id = thread_id + 1
+end
+local serves = 0
+request = function()
+    serves = serves + 1
+    local body = string.format('{"user_id": "wrk-%s-%d-%d", "track": "%s"}', run, id, serves, track)
+    return wrk.format("POST", "/v1/serve", headers, body)
+end
+"""
+
+
+async def wrk(
+    url: str, key: str, clients: int, seconds: float, rate: float | None = None
 ) -> Figures:
-    """Requests on a fixed schedule: latency measured from when each was due."""
-    latencies: list[float] = []
-    tasks = []
-    start = time.perf_counter()
-    for index in range(int(rate * seconds)):
-        due = start + index / rate
-        await asyncio.sleep(max(0.0, due - time.perf_counter()))
-
-        async def timed(due: float = due) -> None:
-            await serve_one()
-            latencies.append(time.perf_counter() - due)
-
-        tasks.append(asyncio.create_task(timed()))
-    await asyncio.gather(*tasks)
-    return figures(latencies, time.perf_counter() - start)
+    """Load from wrk: every request a new user, so every answer is a serve. With `rate`, each
+    connection waits between its requests so that all together send about `rate` a second."""
+    pause = f"delay = function() return {1000 * clients / rate:.1f} end\n" if rate else ""
+    script = Path(tempfile.mkdtemp()) / "serve.lua"
+    script.write_text(
+        f'run = "{time.time_ns()}"\ntrack = "{TRACK}"\n'
+        f'headers = {{["Content-Type"] = "application/json", ["Authorization"] = "Bearer {key}"}}\n'
+        + pause
+        + WRK_SCRIPT
+    )
+    process = await asyncio.create_subprocess_exec(
+        "wrk",
+        f"-t{min(clients, 2)}",
+        f"-c{clients}",
+        f"-d{int(seconds)}s",
+        "--latency",
+        "-s",
+        str(script),
+        url,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    output = (await process.communicate())[0].decode()
+    assert "Non-2xx" not in output, output
+    assert "99%" in output, output
+    latency = {
+        percent: float(value) * UNIT_MS[unit]
+        for percent, value, unit in re.findall(
+            r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", output, re.M
+        )
+    }
+    assert set(latency) == {"50", "99"}, output
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
+    return Figures(rate=rate, p50_ms=latency["50"], p99_ms=latency["99"])
 
 
 async def load_history(database_url: str) -> None:
@@ -148,23 +182,9 @@ async def measure(
             )
             assert instance is not None
 
-    limits = httpx.Limits(
-        max_connections=arguments.clients, max_keepalive_connections=arguments.clients
-    )
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
-
-        async def over_http() -> None:
-            answer = await client.post(
-                "/v1/serve",
-                json={"user_id": f"u{next(_users)}", "track": TRACK},
-                headers={"Authorization": f"Bearer {key}"},
-            )
-            assert answer.status_code == 200, answer.text
-
-        await closed_loop(over_http, arguments.clients, 1)  # warm the connections
-        http = await closed_loop(over_http, arguments.clients, arguments.seconds)
-        ceiling = await closed_loop(through_asyncpg, arguments.clients, arguments.seconds)
-        half = await open_loop(over_http, http.rate / 2, arguments.seconds)
+    http = await wrk(url, key, arguments.clients, arguments.seconds)
+    ceiling = await closed_loop(through_asyncpg, arguments.clients, arguments.seconds)
+    half = await wrk(url, key, arguments.clients, arguments.seconds, rate=http.rate / 2)
     await pool.close()
     return {"http": http, "ceiling": ceiling, "half": half}
 
@@ -199,7 +219,7 @@ async def main(arguments: argparse.Namespace) -> None:
                   '{"a.py": "x = 1"}', '{"test_a.py": "def test(): pass"}', '{"a.py": "x = 2"}',
                   'the bug', '{}', 'bench', 'approved', 100000000, sha256(('stock-' || n)::bytea)
            FROM generate_series(1, $1::int) n""",
-        MISSIONS,
+        arguments.missions,
     )
     with running_server(
         database_url, Path(tempfile.mkdtemp()), overrides={"WARMPOOL_USER_CAP": "1000000"}
@@ -228,4 +248,5 @@ if __name__ == "__main__":
     )
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--missions", type=int, default=40, help="approved missions to serve from")
     asyncio.run(main(parser.parse_args()))

@@ -53,23 +53,22 @@ async def serve(
     waited_for = None
     for _ in range(SERVE_ROUNDS):
         try:
-            async with connection.transaction():  # a savepoint: a lost round rolls back alone
+            # A savepoint per round: a round that serves nothing rolls back, and with it any
+            # row it locked (a locked row that failed its re-check stays locked otherwise),
+            # so a serve never holds one mission while it waits for another.
+            async with connection.transaction():
                 if waited_for is not None:
                     await connection.execute(queries["mission_lock_waiting"], waited_for)
                 row = await connection.fetchrow(
                     queries["mission_serve_least_served"], names, user_id, track, now, waited_for
                 )
-                if row is None and waited_for is not None:
-                    raise _Replan
-        except asyncpg.UniqueViolationError:
-            # The same user served twice at once; the other serve's instance is now visible.
-            waited_for = None
-            continue
-        except _Replan:
-            waited_for = None
-            continue
-        if row is not None:
+                if row is None:
+                    raise _NothingServed
             return _instance(row)
+        except asyncpg.UniqueViolationError:
+            pass  # the same user served twice at once; the other serve's instance now shows
+        except _NothingServed:
+            pass
         # Every eligible mission is locked by a concurrent serve (or there is none): wait for
         # the least-served one, then serve it if it still is the least served.
         waited_for = await connection.fetchval(queries["mission_least_served_id"], names, user_id)
@@ -78,8 +77,8 @@ async def serve(
     return None
 
 
-class _Replan(Exception):
-    """The mission waited for is no longer the one to serve: release it and plan again."""
+class _NothingServed(Exception):
+    """This round served nothing: roll it back, and plan again."""
 
 
 async def serve_to_waiting_user(
