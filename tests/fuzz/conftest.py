@@ -1,0 +1,151 @@
+"""The fuzz tier's target: a real `warmpool serve` process on a per-test database that holds
+missions awaiting review and approved, jobs and instances, and the schema the fuzzer reads from
+it with one role's key.
+
+WARMPOOL_FUZZ_EXAMPLES sets the cases per operation and role (a few by default: the short form
+the test command runs; bench/fuzz.py runs the long form). WARMPOOL_FUZZ_SEED picks the cases; the
+default is fixed, so that a failure in CI fails the same way on a laptop.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+import schemathesis
+
+from core import domains
+from server.auth import ROLES, Role
+from tests.conftest import bearer
+from tests.fuzz import tally
+from tests.support.proven_missions import store_mission
+from tests.support.server import ROOT, running_server
+
+EXAMPLES = int(os.environ.get("WARMPOOL_FUZZ_EXAMPLES", "25"))
+SEED = int(os.environ.get("WARMPOOL_FUZZ_SEED", "20240611"))
+DOMAIN_MAP = domains.load(ROOT / "domain_map.yaml")
+USERS = ["fuzz-user-1", "fuzz-user-2"]
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    keys: dict[Role, str]
+    # The values mixed into the generated ones (see BINDINGS): real ids, users and tracks, so
+    # that requests reach rows and get past validation, and awkward values.
+    dictionaries: dict[str, list[str]]
+
+
+@pytest.fixture
+async def missions(pool: asyncpg.Pool) -> list[str]:
+    """Two missions per domain, awaiting review."""
+    return [
+        str(await store_mission(pool, domain))
+        for domain in DOMAIN_MAP.domains.values()
+        for _ in range(2)
+    ]
+
+
+@pytest.fixture
+def target(
+    database_url: str, keys: dict[Role, str], missions: list[str], tmp_path: Path
+) -> Iterator[Target]:
+    with running_server(database_url, tmp_path) as url, httpx.Client(base_url=url) as client:
+        yield Target(url, keys, seed_through_the_api(client, keys, missions))
+
+
+def seed_through_the_api(
+    client: httpx.Client, keys: dict[Role, str], missions: list[str]
+) -> dict[str, list[str]]:
+    """Approve one mission per domain, serve and enqueue for the users; the dictionaries."""
+    reviewer, candidate_app = bearer(keys["qa_reviewer"]), bearer(keys["candidate_app"])
+    for mission in missions[::2]:
+        approved = client.post(f"/v1/qa/missions/{mission}/approve", json={}, headers=reviewer)
+        approved.raise_for_status()
+    instances, jobs = [], []
+    for user in USERS:
+        body = {"user_id": user, "track": "backend-engineer"}
+        served = client.post("/v1/serve", json=body, headers=candidate_app)
+        instances.append(served.raise_for_status().json()["instance"]["id"])
+        enqueued = client.post(
+            "/v1/jobs", json=body, headers=candidate_app | {"Idempotency-Key": f"seed-{user}"}
+        )
+        jobs.append(enqueued.raise_for_status().json()["job"]["id"])
+    return {
+        "missions": missions + AWKWARD_IDS,
+        "jobs": jobs + AWKWARD_IDS,
+        "instances": instances + AWKWARD_IDS,
+        "users": USERS + AWKWARD_TEXT,
+        "texts": ["Looks right.", "The bug is too easy to spot.", *AWKWARD_TEXT],
+        "idempotency_keys": [f"seed-{USERS[0]}", "fuzz-key", *AWKWARD_TEXT],
+        "tracks": sorted(DOMAIN_MAP.tracks),
+        "domains": sorted(DOMAIN_MAP.domains),
+        "qa_statuses": ["awaiting_review", "approved", "rejected"],
+    }
+
+
+# Values that have broken servers before, beside the real ones: ids that are no row or no
+# number, and text that Postgres cannot store, that is too long, or that looks like SQL.
+AWKWARD_IDS = ["0", "-1", "9" * 19, "../.."]
+AWKWARD_TEXT = [
+    "",
+    " ",
+    "\x00",
+    "fuzz\x00user",
+    "x" * 201,
+    "é🙂\u202e",
+    "'; DROP TABLE missions; --",
+]
+
+# Where each dictionary's values go (a path, query or header parameter, or a body field), and
+# how often: the rest are generated. Most requests should get past the track's check to the
+# serve and the queue; a reused Idempotency-Key with another body is a 409, so keys come from
+# the dictionary less often.
+BINDINGS = {
+    "path.mission_id": ("missions", 0.5),
+    "path.job_id": ("jobs", 0.5),
+    "path.instance_id": ("instances", 0.5),
+    "path.user_id": ("users", 0.5),
+    "body.user_id": ("users", 0.5),
+    "body.track": ("tracks", 0.8),
+    "body.note": ("texts", 0.5),
+    "body.reason": ("texts", 0.5),
+    "query.domain": ("domains", 0.5),
+    "query.status": ("qa_statuses", 0.5),
+    "header.Idempotency-Key": ("idempotency_keys", 0.2),
+}
+
+
+@pytest.fixture(params=ROLES)
+def role(request: pytest.FixtureRequest) -> Role:
+    value: Role = request.param
+    return value
+
+
+@pytest.fixture
+def api_schema(target: Target, role: Role) -> schemathesis.BaseSchema:
+    config: dict[str, Any] = {
+        "headers": bearer(target.keys[role]),
+        "dictionaries": {name: {"values": values} for name, values in target.dictionaries.items()},
+        "parameters": {
+            key: {"dictionary": name, "probability": probability}
+            for key, (name, probability) in BINDINGS.items()
+        },
+    }
+    return schemathesis.openapi.from_url(
+        f"{target.url}/schema/openapi.json", config=schemathesis.Config.from_dict(config)
+    )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    lines = tally.report()
+    if lines:
+        terminalreporter.section("fuzz cases run")
+        for line in lines:
+            terminalreporter.write_line(line)
