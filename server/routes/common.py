@@ -73,7 +73,7 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
         409: "Conflict with the current state",
         422: "Invalid request",
         429: "Too many active jobs for this user",
-        503: "Queue full, or the database is unavailable",
+        503: "The queue is full (where work is enqueued), or the database is unavailable",
     }
     return {
         status: ResponseSpec(

@@ -63,7 +63,7 @@ async def create_job(
 @get(
     "/v1/jobs/{job_id:str}",
     guards=[requires("candidate_app")],
-    responses=problems(400, 401, 403, 404),
+    responses=problems(400, 401, 403, 404, 503),
     summary="Read a job",
 )
 async def read_job(job_id: FromPath[str], services: NamedDependency[Services]) -> queue.Job:
@@ -74,7 +74,7 @@ async def read_job(job_id: FromPath[str], services: NamedDependency[Services]) -
     "/v1/jobs/{job_id:str}",
     guards=[requires("candidate_app")],
     status_code=200,
-    responses=problems(400, 401, 403, 404, 409),
+    responses=problems(400, 401, 403, 404, 409, 503),
     summary="Cancel a pending job",
 )
 async def cancel_job(job_id: FromPath[str], services: NamedDependency[Services]) -> queue.Job:

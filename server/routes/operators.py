@@ -16,7 +16,7 @@ from server.services import Services, replenisher
 @get(
     "/v1/queue",
     guards=[requires("admin")],
-    responses=problems(401, 403),
+    responses=problems(401, 403, 503),
     summary="Queue depth",
     description="Pending and generating jobs per lane, the limits, and `budget`: where the "
     "daily spend budget stands (null when none is configured); `replenish_paused` or "
@@ -34,7 +34,7 @@ async def read_queue(services: NamedDependency[Services]) -> queue.QueueStats:
 @get(
     "/v1/pool",
     guards=[requires("admin")],
-    responses=problems(401, 403),
+    responses=problems(401, 403, 503),
     summary="The pool per domain",
     description="Stock, review, generations under way, and the replenishment forecast: supply, "
     "serve rate, lead time (p90), time to empty, pass rate and the deficit.",

@@ -73,7 +73,7 @@ def check_domain(domain: str | None, domain_map: DomainMap) -> None:
 @get(
     "/v1/qa/missions",
     guards=[requires("qa_reviewer")],
-    responses=problems(400, 401, 403, 422),
+    responses=problems(400, 401, 403, 422, 503),
     summary="List missions for review",
     description=(
         "Missions in one QA status (awaiting_review unless `status` says otherwise), "
@@ -93,7 +93,7 @@ async def list_missions(
 @get(
     "/v1/qa/missions/{mission_id:str}",
     guards=[requires("qa_reviewer")],
-    responses=problems(400, 401, 403, 404),
+    responses=problems(400, 401, 403, 404, 503),
     summary="Read a mission in full",
 )
 async def read_mission(mission_id: FromPath[str], services: NamedDependency[Services]) -> Mission:
@@ -104,7 +104,7 @@ async def read_mission(mission_id: FromPath[str], services: NamedDependency[Serv
     "/v1/qa/missions/{mission_id:str}/approve",
     guards=[requires("qa_reviewer")],
     status_code=200,
-    responses=problems(400, 401, 403, 404, 409, 422),
+    responses=problems(400, 401, 403, 404, 409, 422, 503),
     summary="Approve a mission awaiting review",
 )
 async def approve_mission(
@@ -121,7 +121,7 @@ async def approve_mission(
     "/v1/qa/missions/{mission_id:str}/reject",
     guards=[requires("qa_reviewer")],
     status_code=200,
-    responses=problems(400, 401, 403, 404, 409, 422),
+    responses=problems(400, 401, 403, 404, 409, 422, 503),
     summary="Reject a mission awaiting review",
 )
 async def reject_mission(
@@ -138,7 +138,7 @@ async def reject_mission(
     "/v1/qa/missions/{mission_id:str}/retire",
     guards=[requires("qa_reviewer")],
     status_code=200,
-    responses=problems(400, 401, 403, 404, 409, 422),
+    responses=problems(400, 401, 403, 404, 409, 422, 503),
     summary="Retire a mission: it is never served again",
 )
 async def retire_mission(

@@ -91,7 +91,7 @@ async def _first_answer(
 @get(
     "/v1/instances/{instance_id:str}",
     guards=[requires("candidate_app")],
-    responses=problems(400, 401, 403, 404),
+    responses=problems(400, 401, 403, 404, 503),
     summary="Read an instance",
 )
 async def read_instance(
@@ -103,7 +103,7 @@ async def read_instance(
 @get(
     "/v1/users/{user_id:str}/instances",
     guards=[requires("candidate_app")],
-    responses=problems(400, 401, 403),
+    responses=problems(400, 401, 403, 503),
     summary="A user's instances, newest first",
 )
 async def user_instances(user_id: FromPath[str], services: NamedDependency[Services]) -> Instances:

@@ -62,3 +62,14 @@ async def test_a_path_the_document_does_not_declare_is_a_404(
     for path in ("/v1", "/v1/jobs/1/cancel", "/v2/serve", "/v1/qa/missions/1/reopen", "/%00"):
         answer = await client.get(path, headers=bearer(keys["admin"]))
         assert_problem(answer, 404, "/schema/openapi.json")
+
+
+async def test_every_operation_that_needs_a_key_declares_503(client: Client) -> None:
+    """Checking the key needs the database: without it, the answer is 503, never 500."""
+    without = [
+        f"{method} {path}"
+        for path, item in (await operations(client)).items()
+        for method, operation in item.items()
+        if "security" not in operation and "503" not in operation["responses"]
+    ]
+    assert without == []
