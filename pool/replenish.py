@@ -12,13 +12,14 @@ without the lock.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
 import asyncpg
 import msgspec
 
 from core import idempotency
-from core.domains import DomainMap
+from core.domains import Domain, DomainMap
 from core.sql import Connection, Queries
 from generation import queue
 from generation.metrics import QueueMetrics
@@ -60,9 +61,13 @@ class Replenisher:
         *,
         max_per_pass: int,
         metrics: QueueMetrics | None = None,
+        can_make: Callable[[Domain], bool] = lambda _: True,
     ) -> None:
         self._pool = pool
         self._domain_map = domain_map
+        # Whether this process can make a domain's missions (its proof tools are here): a
+        # domain it cannot make is left for a worker that can, when that one leads a pass.
+        self._can_make = can_make
         self._limits = limits
         self._max_per_pass = max_per_pass
         self._metrics = metrics
@@ -77,6 +82,7 @@ class Replenisher:
                     each
                     for each in stats.describe(self._domain_map, counted).domains
                     if each.forecast.deficit > 0
+                    and self._can_make(self._domain_map.domains[each.domain])
                 ]
                 # The least covered first: when the lane fills up, they got the room.
                 needy.sort(key=lambda each: each.forecast.cover or 0.0)

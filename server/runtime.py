@@ -186,7 +186,13 @@ async def running_worker(
             database_url,
             settings,
             pipeline,
-            replenisher=services.replenisher(pool, settings, domain_map, metrics),
+            replenisher=services.replenisher(
+                pool,
+                settings,
+                domain_map,
+                metrics,
+                can_make=lambda domain: pipeline.unavailable(domain) is None,
+            ),
             metrics=metrics,
         )
         await runtime.start()

@@ -4,13 +4,14 @@ operators' route build it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 from litestar import Request
 
-from core.domains import DomainMap
+from core.domains import Domain, DomainMap
 from generation.budget import Budget
 from generation.metrics import QueueMetrics
 from generation.queue import Limits
@@ -43,6 +44,7 @@ def replenisher(
     settings: Settings,
     domain_map: DomainMap,
     metrics: QueueMetrics | None = None,
+    can_make: Callable[[Domain], bool] = lambda _: True,
 ) -> Replenisher:
     return Replenisher(
         pool,
@@ -50,6 +52,7 @@ def replenisher(
         queue_limits(settings),
         max_per_pass=settings.replenish_max_per_pass,
         metrics=metrics,
+        can_make=can_make,
     )
 
 

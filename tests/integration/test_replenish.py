@@ -255,6 +255,15 @@ async def test_an_unreachable_domain_is_never_replenished(pool: asyncpg.Pool) ->
     assert (frontend.reachable, frontend.forecast.deficit) == (False, 0)
 
 
+async def test_a_domain_this_worker_cannot_make_is_left_for_another(pool: asyncpg.Pool) -> None:
+    the_map = parsed(python_backend=2, sql_data=2)
+    without_pgtap = Replenisher(
+        pool, the_map, LIMITS, max_per_pass=100, can_make=lambda domain: domain.language != "sql"
+    )
+    assert set(enqueued(await without_pgtap.run_once())) == {"python-backend"}
+    assert set(enqueued(await replenisher(pool, the_map).run_once())) == {"sql-data"}
+
+
 async def test_a_full_lane_sheds_the_pass_quietly(pool: asyncpg.Pool) -> None:
     the_map = parsed(python_backend=4, sql_data=2)
     limits = queue.Limits(user_cap=3, max_pending=200, replenish_max_pending=4)
