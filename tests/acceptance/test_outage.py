@@ -14,10 +14,9 @@ import asyncpg
 import httpx
 import pytest
 
-from server import migrate
 from server.database import CONNECT_TIMEOUT_SECONDS
 from tests.support.polling import eventually
-from tests.support.private_postgres import DATABASE, PrivatePostgres
+from tests.support.private_postgres import PrivatePostgres
 from tests.support.server import Process, create_keys, environment, running_server, spawn
 from tests.support.worker_process import RUNS_TABLE
 
@@ -38,19 +37,13 @@ async def outage_url(private_postgres: PrivatePostgres) -> str:
     """The private server, running, with a fresh warmpool database."""
     if not (private_postgres.data / "postmaster.pid").exists():
         private_postgres.start()
-    admin = await asyncpg.connect(private_postgres.server_url)
+    url = await private_postgres.fresh_database()
+    connection = await asyncpg.connect(url)
     try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-        await admin.execute(f'CREATE DATABASE "{DATABASE}"')
-    finally:
-        await admin.close()
-    connection = await asyncpg.connect(private_postgres.url)
-    try:
-        await migrate.apply(connection)
         await connection.execute(RUNS_TABLE)
     finally:
         await connection.close()
-    return private_postgres.url
+    return url
 
 
 def start_worker(url: str, log: Path) -> Process:

