@@ -1,0 +1,80 @@
+"""What a chaos run saw, and its summary: jobs and how they ended, kills and reclaim times,
+restarts, in-flight samples, and every breach of the queue's promises."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from tests.chaos.load import Load
+from tests.chaos.sampler import Reclaim, Sampler
+from tests.chaos.scenario import TRACK_OF_LANGUAGE, Scenario
+from tests.chaos.verdict import Verdict
+
+
+@dataclass
+class Kill:
+    worker_id: str
+    held: list[int]
+    reclaim: Reclaim
+    # How the jobs it held ended: by the sweeper, or by its successor's reconcile.
+    endings: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    scenario: Scenario
+    verdict: Verdict
+    load: Load
+    sampler: Sampler
+    kills: list[Kill]
+    # Processes stopped with SIGTERM and replaced, one after the other.
+    rolled: list[str]
+    postgres_restarts: int
+    # After the PostgreSQL restart: until every API process was ready and every worker had
+    # claimed a job again.
+    recovered_in: float | None
+    seconds: float
+    problems: list[str]
+
+    def reclaim_seconds(self) -> list[float]:
+        return [kill.reclaim.seconds for kill in self.kills if kill.reclaim.seconds is not None]
+
+    def summary(self) -> str:
+        s, v = self.scenario, self.verdict
+        python = sum(offer.track == TRACK_OF_LANGUAGE["python"] for offer in self.load.offers)
+        lines = [
+            f"chaos run of {self.seconds:.0f}s (seed {s.seed}): {s.apis} API processes and "
+            f"{s.workers} workers, global cap {s.global_cap} of {s.workers * s.worker_concurrency} "
+            f"worker slots, heartbeat timeout {s.heartbeat_timeout:g}s, tick {s.tick:g}s, "
+            f"{s.model_delay:g}s per model call",
+            f"mix: {len(self.load.offers) - python} copy jobs (language none, human review), "
+            f"{python} python jobs (trusted proofs, approved by them), offered over {s.seconds:g}s",
+            f"jobs: {v.jobs} ({dict(v.by_lane)}), final statuses {dict(v.by_status)}",
+            f"failed: {dict(v.failures)}",
+            f"released by a stopping worker and run again: {v.released}",
+            f"API answers: {dict(sorted(self.load.answers.items()))}",
+            f"ledger: {dict(v.ledger)}",
+            f"kills: {len(self.kills)}, jobs held at the kill {[len(k.held) for k in self.kills]}, "
+            f"their endings {[k.endings for k in self.kills]}",
+            f"restarts: rolling over {len(self.rolled)} processes ({', '.join(self.rolled)}), "
+            f"PostgreSQL {self.postgres_restarts}x ({s.postgres_down:g}s down), "
+            + (
+                f"every process working again {self.recovered_in:.1f}s later"
+                if self.recovered_in is not None
+                else "not every process recovered"
+            ),
+            f"in flight: {self.sampler.samples} samples, highest {self.sampler.highest} "
+            f"(cap {s.global_cap}), longest gap between two answered samples "
+            f"{self.sampler.longest_gap * 1000:.0f} ms, {self.sampler.failed_samples} failed "
+            "during the outage",
+        ]
+        times = self.reclaim_seconds()
+        if times:
+            lines.append(
+                f"reclaim after a kill: min {min(times):.2f}s, median "
+                f"{statistics.median(times):.2f}s, max {max(times):.2f}s; heartbeat timeout + "
+                f"tick {s.heartbeat_timeout + s.tick:g}s, asserted within {s.reclaim_bound:g}s"
+            )
+        lines += [f"PROBLEM: {problem}" for problem in self.problems]
+        return "\n".join(lines)

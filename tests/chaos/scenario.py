@@ -1,0 +1,91 @@
+"""What a chaos run does: its processes and their settings, the domains its jobs come from, the
+jobs it offers and how long it gives them, the chaos, and the bounds it holds the system to."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from dataclasses import dataclass
+
+from tests.chaos.load import Offer
+
+# Copy missions are proven by no code and reviewed by people: cheap to make, so they carry
+# the volume; once the small catalog's variants are stored, the rest are discarded as
+# duplicates. Python missions run real proofs and are approved by them, and the waiting user
+# is served at once.
+DOMAIN_MAP = """
+tracks:
+  marketing-manager: [marketing-copy]
+  backend-engineer: [python-backend]
+domains:
+  marketing-copy:
+    kind: non_technical
+    language: none
+    target: 1
+  python-backend:
+    kind: technical
+    language: python
+    review: proof
+    target: 1
+"""
+TRACK_OF_LANGUAGE = {"none": "marketing-manager", "python": "backend-engineer"}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    jobs: int
+    # Jobs are offered evenly over this time; the chaos happens within it.
+    seconds: float
+    kills: int
+    python_share: float = 0.05
+    apis: int = 2
+    workers: int = 4
+    global_cap: int = 6
+    worker_concurrency: int = 3
+    max_pending: int = 50
+    heartbeat_timeout: float = 2.0
+    tick: float = 0.5
+    model_delay: float = 0.1
+    # Below a job's time: a rolling restart both lets jobs finish and gives some back.
+    shutdown_grace: float = 0.05
+    # How many processes the rolling restart stops and replaces, API and worker in turn (all
+    # six by default).
+    rolling: int = 6
+    postgres_down: float = 1.0
+    # Beyond the heartbeat timeout plus one tick: the sampler's resolution and the scheduling
+    # of a loaded machine (a late heartbeat or tick), within which a reclaim still counts as
+    # on time.
+    reclaim_margin: float = 1.0
+    drain_within: float = 120.0
+    seed: int = 0
+
+    @property
+    def reclaim_bound(self) -> float:
+        return self.heartbeat_timeout + self.tick + self.reclaim_margin
+
+    def settings(self) -> dict[str, str]:
+        return {
+            "WARMPOOL_GLOBAL_CAP": str(self.global_cap),
+            "WARMPOOL_WORKER_CONCURRENCY": str(self.worker_concurrency),
+            "WARMPOOL_MAX_PENDING": str(self.max_pending),
+            "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS": str(self.heartbeat_timeout),
+            "WARMPOOL_TICK_SECONDS": str(self.tick),
+            "WARMPOOL_OFFLINE_DELAY_SECONDS": str(self.model_delay),
+            "WARMPOOL_SHUTDOWN_GRACE_SECONDS": str(self.shutdown_grace),
+            "WARMPOOL_REPLENISH_SECONDS": "5",
+            "WARMPOOL_PROOF_SLOTS": "1",
+            # One secret for every API process, as several API processes need.
+            "WARMPOOL_SECRET_KEY": secrets.token_hex(32),
+        }
+
+    def offers(self) -> list[Offer]:
+        rng = random.Random(self.seed)
+        return [
+            Offer(
+                key=f"chaos-{index}",
+                # Two jobs per user: missions in review count towards the user cap of 3.
+                user_id=f"chaos-user-{index // 2}",
+                track=TRACK_OF_LANGUAGE["python" if rng.random() < self.python_share else "none"],
+            )
+            for index in range(self.jobs)
+        ]

@@ -1,0 +1,83 @@
+"""The chaos suite's verdict on tables written to break each promise it checks: a check that
+could not fail would let any chaos run pass."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from tests.chaos.verdict import judge
+from tests.support.missions import add_mission
+
+
+async def add_job(pool: asyncpg.Pool, status: str, attempt: int) -> int:
+    job_id: int = await pool.fetchval(
+        """INSERT INTO generation_jobs (lane, user_id, domain, status, attempt, fair_time)
+           VALUES ('interactive', 'user-1', 'marketing-copy', $1, $2, now()) RETURNING id""",
+        status,
+        attempt,
+    )
+    return job_id
+
+
+async def add_call(
+    pool: asyncpg.Pool, job_id: int, attempt: int, *, outcome: str = "ok", orphaned: bool = False
+) -> None:
+    await pool.execute(
+        """INSERT INTO llm_calls (job_id, attempt, purpose, provider, model, outcome, orphaned)
+           VALUES ($1, $2, 'generate', 'offline', 'offline-catalog', $3, $4)""",
+        job_id,
+        attempt,
+        outcome,
+        orphaned,
+    )
+
+
+async def test_a_history_that_keeps_every_promise_has_no_problem(pool: asyncpg.Pool) -> None:
+    completed = await add_job(pool, "completed", 1)
+    await add_call(pool, completed, 1)
+    # Released once mid-call (attempt 2), then run again and completed under attempt 3.
+    released = await add_job(pool, "awaiting_review", 3)
+    await add_call(pool, released, 1, outcome="failed", orphaned=True)
+    await add_call(pool, released, 3)
+    swept = await add_job(pool, "failed", 1)
+    await add_call(pool, swept, 1, outcome="started")
+    accepted = {f"key-{job}": str(job) for job in (completed, released, swept)}
+
+    verdict = await judge(pool, accepted)
+
+    assert verdict.problems == []
+    assert verdict.by_status == {"completed": 1, "awaiting_review": 1, "failed": 1}
+    assert verdict.released == 1
+
+
+async def test_each_broken_promise_is_named(pool: asyncpg.Pool) -> None:
+    left_pending = await add_job(pool, "pending", 0)
+    billed_ahead = await add_job(pool, "failed", 1)
+    await add_call(pool, billed_ahead, 2)
+    run_twice = await add_job(pool, "failed", 1)
+    await add_call(pool, run_twice, 1)
+    await add_call(pool, run_twice, 1)
+    completed_twice = await add_job(pool, "completed", 1)
+    await add_call(pool, completed_twice, 1)
+    for _ in range(2):
+        await add_mission(pool, "marketing-copy", job_id=completed_twice)
+    ended_by_a_lost_attempt = await add_job(pool, "completed", 3)
+    await add_call(pool, ended_by_a_lost_attempt, 1)
+    never_answered = await add_job(pool, "failed", 1)
+    jobs = (left_pending, billed_ahead, run_twice, completed_twice, ended_by_a_lost_attempt)
+    accepted = {f"key-{job}": str(job) for job in jobs} | {"lost": "999999"}
+
+    problems = (await judge(pool, accepted)).problems
+
+    expected = {
+        "jobs left unfinished": "{'pending': 1}",
+        "accepted jobs missing from the table": "999999",
+        "interactive jobs nobody was answered with": str(never_answered),
+        "ledger rows outside their job's attempts": f"'job_id': {billed_ahead}",
+        "attempts that ran the pipeline twice": f"'job_id': {run_twice}",
+        "jobs completed twice": f"'job_id': {completed_twice}",
+        "ended by an attempt without its own mission call": f"'id': {ended_by_a_lost_attempt}",
+    }
+    assert len(problems) == len(expected), problems
+    for what, names in expected.items():
+        assert any(what in problem and names in problem for problem in problems), (what, problems)

@@ -1,0 +1,116 @@
+"""What the tables say once a chaos run has drained: how the jobs ended, and every breach of
+the queue's promises (a job lost or left unfinished, a job completed twice, a model call billed
+outside the job's own attempts)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from core.sql import Executor
+
+FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "awaiting_review"})
+
+# How a failure reads -> the reason it is counted under.
+FAILURE_REASONS = {
+    "identical to one already in the pool": "duplicate of a stored mission",
+    "stopped heartbeating": "swept: heartbeat stale",
+    "died mid-generation and was restarted": "reconciled by its successor",
+}
+
+# (job, attempt) pairs of the ledger that the job never had: it never reached that attempt.
+CALLS_OUTSIDE_ATTEMPTS = """
+SELECT c.job_id, c.attempt, j.attempt AS job_attempt
+FROM llm_calls c LEFT JOIN generation_jobs j ON j.id = c.job_id
+WHERE j.id IS NULL OR c.attempt < 1 OR c.attempt > j.attempt
+"""
+
+# One attempt runs the pipeline once: a second mission call under it is a second run.
+ATTEMPTS_RUN_TWICE = """
+SELECT job_id, attempt, count(*) AS calls FROM llm_calls
+WHERE purpose = 'generate' GROUP BY job_id, attempt HAVING count(*) > 1
+"""
+
+JOBS_WITH_TWO_MISSIONS = """
+SELECT job_id, count(*) AS missions FROM missions
+WHERE job_id IS NOT NULL GROUP BY job_id HAVING count(*) > 1
+"""
+
+# A job that made a mission was completed by the attempt it ended under: that attempt's
+# mission call is on record, finished while the job was still its own.
+ENDINGS_WITHOUT_THEIR_CALL = """
+SELECT j.id, j.status, j.attempt FROM generation_jobs j
+WHERE j.status IN ('completed', 'awaiting_review') AND NOT EXISTS (
+    SELECT 1 FROM llm_calls c
+    WHERE c.job_id = j.id AND c.attempt = j.attempt AND c.purpose = 'generate'
+      AND c.outcome = 'ok' AND NOT c.orphaned
+)
+"""
+
+
+@dataclass
+class Verdict:
+    by_status: Counter[str] = field(default_factory=Counter)
+    by_lane: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    # Jobs given back to the queue by a stopping worker at least once.
+    released: int = 0
+    ledger: Counter[str] = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def jobs(self) -> int:
+        return sum(self.by_status.values())
+
+
+async def judge(database: Executor, accepted: Mapping[str, str]) -> Verdict:
+    """The tables against what the API accepted (idempotency key -> job id)."""
+    verdict = Verdict()
+    jobs = await database.fetch("SELECT id, lane, status, attempt, error FROM generation_jobs")
+    for job in jobs:
+        verdict.by_status[job["status"]] += 1
+        verdict.by_lane[job["lane"]] += 1
+        verdict.released += job["attempt"] > 1
+        if job["status"] == "failed":
+            verdict.failures[ending_of("failed", job["error"])] += 1
+    unfinished = {s: n for s, n in verdict.by_status.items() if s not in FINAL_STATUSES}
+    if unfinished:
+        verdict.problems.append(f"jobs left unfinished: {unfinished}")
+
+    interactive = {str(job["id"]) for job in jobs if job["lane"] == "interactive"}
+    offered = set(accepted.values())
+    if offered - interactive:
+        verdict.problems.append(
+            f"accepted jobs missing from the table: {sorted(offered - interactive)}"
+        )
+    if interactive - offered:
+        verdict.problems.append(
+            f"interactive jobs nobody was answered with: {sorted(interactive - offered)}"
+        )
+
+    for query, what in (
+        (CALLS_OUTSIDE_ATTEMPTS, "ledger rows outside their job's attempts"),
+        (ATTEMPTS_RUN_TWICE, "attempts that ran the pipeline twice"),
+        (JOBS_WITH_TWO_MISSIONS, "jobs completed twice (two missions)"),
+        (ENDINGS_WITHOUT_THEIR_CALL, "jobs ended by an attempt without its own mission call"),
+    ):
+        rows = await database.fetch(query)
+        if rows:
+            verdict.problems.append(f"{what}: {[dict(row) for row in rows[:20]]}")
+
+    for row in await database.fetch(
+        "SELECT outcome, orphaned, count(*) AS calls FROM llm_calls GROUP BY outcome, orphaned"
+    ):
+        verdict.ledger[row["outcome"] + (" (orphaned)" if row["orphaned"] else "")] += row["calls"]
+    return verdict
+
+
+def ending_of(status: str, error: str | None) -> str:
+    """A job's status, or for a failed job the reason it is counted under."""
+    if status != "failed":
+        return status
+    for fragment, reason in FAILURE_REASONS.items():
+        if error and fragment in error:
+            return reason
+    return error or "failed, no reason given"
