@@ -7,10 +7,18 @@ test checks every name the code uses.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
+import time
+from collections.abc import Awaitable, Callable
 from importlib import resources
+from typing import TypeVar
 
 import asyncpg
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _NAME = re.compile(r"^--\s*name:\s*(?P<name>[a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
@@ -55,7 +63,37 @@ def _without_comments(body: str) -> str:
 # What a database outage or a lost connection raises: handled as "try again later".
 DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 
+# What a database that is away (stopped, restarting, failing over, full) raises, as opposed to
+# a statement's own fault: the same request may well succeed once it is back.
+OUTAGE_ERRORS = (
+    OSError,  # refused, reset, unreachable, and TimeoutError
+    asyncpg.InterfaceError,  # the connection closed under the query
+    asyncpg.PostgresConnectionError,
+    asyncpg.OperatorInterventionError,  # shutting down, crashed, starting up
+    asyncpg.InsufficientResourcesError,  # too many connections
+    asyncpg.ReadOnlySQLTransactionError,  # a failover's old primary
+)
+
 # A connection, whether made directly or lent by a pool.
 Connection = asyncpg.Connection | asyncpg.pool.PoolConnectionProxy
 # Where a query can run: the pool, for one statement, or a connection (in a transaction).
 Executor = asyncpg.Pool | Connection
+
+
+async def outlasting_outages(
+    write: Callable[[], Awaitable[T]], *, what: str, patience_seconds: float = 120.0
+) -> T:
+    """Run a write that must not be lost (spend on the ledger, a job's end), and again after a
+    database outage, for up to `patience_seconds`; then the outage's error is raised."""
+    delay = 0.1
+    deadline = time.monotonic() + patience_seconds
+    while True:
+        try:
+            return await write()
+        except OUTAGE_ERRORS as error:
+            # Our own pool closing (the process is stopping) is no outage to wait out.
+            if time.monotonic() + delay > deadline or "pool is clos" in str(error):
+                raise
+            log.warning("%s failed, trying again in %.1f s: %s", what, delay, error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)

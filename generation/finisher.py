@@ -4,6 +4,7 @@ share the next one, so a busy worker pays a few round trips per batch, not per j
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import Literal
 import asyncpg
 import msgspec
 
-from core.sql import DATABASE_ERRORS, Connection, Queries
+from core.sql import DATABASE_ERRORS, Connection, Queries, outlasting_outages
 from generation.jobs import ClaimedJob
 
 queries = Queries("generation")
@@ -65,9 +66,14 @@ class Finisher:
         while self._waiting:
             batch, self._waiting = self._waiting, []
             try:
-                held = await self._flush(batch)
+                # Through a short outage the batch waits and is written then; jobs that the
+                # sweeper failed meanwhile are then simply no longer held.
+                held = await outlasting_outages(
+                    functools.partial(self._flush, batch), what=f"ending {len(batch)} job(s)"
+                )
             except DATABASE_ERRORS as error:
-                # The jobs stay generating without heartbeats: the sweeper fails them later.
+                # A long outage: the jobs stay generating without heartbeats, and the sweeper
+                # fails them once it can.
                 for pending in batch:
                     pending.done.set_exception(error)
                 continue

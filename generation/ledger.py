@@ -9,6 +9,7 @@ is then marked orphaned), so the ledger is the truth about money.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Literal
 
 import asyncpg
 
-from core.sql import Executor, Queries
+from core.sql import Executor, Queries, outlasting_outages
 from generation.queue import Spend, spend_of
 
 queries = Queries("generation")
@@ -76,6 +77,12 @@ class Ledger:
             await asyncio.shield(self._finish(call_id, record))
 
     async def _finish(self, call_id: int, record: CallRecord) -> None:
+        await outlasting_outages(
+            functools.partial(self._record, call_id, record),
+            what=f"recording the spend of call {call_id}",
+        )
+
+    async def _record(self, call_id: int, record: CallRecord) -> None:
         await self._pool.execute(
             queries["llm_call_finish"],
             call_id,

@@ -10,13 +10,13 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
-import asyncpg
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.exceptions.http_exceptions import MethodNotAllowedException
 from litestar.types import ExceptionHandlersMap
 
 from core.idempotency import IdempotencyConflict
+from core.sql import OUTAGE_ERRORS
 from generation.queue import (
     RETRY_AFTER_SECONDS,
     JobNotFound,
@@ -60,14 +60,6 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
 }
 
 # What Postgres going away, restarting or failing over raises: 503, never 500.
-DATABASE_UNAVAILABLE = (
-    OSError,  # refused, reset, unreachable, and TimeoutError
-    asyncpg.InterfaceError,  # the connection closed under the query
-    asyncpg.PostgresConnectionError,
-    asyncpg.OperatorInterventionError,  # shutting down, crashed, starting up
-    asyncpg.InsufficientResourcesError,  # too many connections
-    asyncpg.ReadOnlySQLTransactionError,  # a failover's old primary
-)
 
 
 def problem(
@@ -140,7 +132,7 @@ def _database_unavailable(_: Request[Any, Any, Any], error: Exception) -> Respon
 
 
 def _unexpected(_: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
-    if isinstance(error, DATABASE_UNAVAILABLE):
+    if isinstance(error, OUTAGE_ERRORS):
         return _database_unavailable(_, error)
     log.exception("unhandled error", exc_info=error)
     return problem(500, "Internal Server Error", "an unexpected error occurred; it has been logged")

@@ -8,8 +8,9 @@ import msgspec
 from litestar import Response, get
 from litestar.di import NamedDependency
 
+from core.sql import OUTAGE_ERRORS
 from server import migrate
-from server.errors import DATABASE_RETRY_AFTER_SECONDS, DATABASE_UNAVAILABLE, problem
+from server.errors import DATABASE_RETRY_AFTER_SECONDS, problem
 from server.routes.common import PUBLIC, problems
 from server.services import Services
 
@@ -38,7 +39,7 @@ async def readyz(services: NamedDependency[Services]) -> Response[Readiness]:
         async with services.pool.acquire(timeout=PROBE_SECONDS) as connection:
             async with asyncio.timeout(PROBE_SECONDS):
                 version = await migrate.current_version(connection)
-    except DATABASE_UNAVAILABLE as error:
+    except OUTAGE_ERRORS as error:
         reason = str(error) or f"no answer within {PROBE_SECONDS:g}s"
         return problem(  # type: ignore[return-value]
             503,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.private_postgres import PrivatePostgres
 from tests.support.server import Process, environment, spawn
 
 
@@ -26,3 +27,12 @@ def workers(database_url: str, tmp_path: Path) -> Iterator[Callable[..., Process
     yield start
     for process in started:
         process.stop()
+
+
+@pytest.fixture(scope="module")
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A PostgreSQL of the module's own, which its tests may stop and start (an outage)."""
+    server = PrivatePostgres()
+    server.start()
+    yield server
+    server.remove()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -22,14 +21,6 @@ from tests.support.worker_process import RUNS_TABLE
 
 pytestmark = pytest.mark.slow
 PROBLEM_JSON = "application/problem+json"
-
-
-@pytest.fixture(scope="module")
-def private_postgres() -> Iterator[PrivatePostgres]:
-    server = PrivatePostgres()
-    server.start()
-    yield server
-    server.remove()
 
 
 @pytest.fixture
