@@ -104,7 +104,9 @@ async def wrk(
 ) -> Figures:
     """Load from wrk: every request a new user, so every answer is a serve. With `rate`, each
     connection waits between its requests so that all together send about `rate` a second."""
-    pause = f"delay = function() return {1000 * clients / rate:.1f} end\n" if rate else ""
+    # Random pauses (mean clients / rate) keep the connections from sending in lockstep bursts.
+    mean_ms = 1000 * clients / rate if rate else 0
+    pause = f"delay = function() return math.random() * {2 * mean_ms:.1f} end\n" if rate else ""
     script = Path(tempfile.mkdtemp()) / "serve.lua"
     script.write_text(
         f'run = "{time.time_ns()}"\ntrack = "{TRACK}"\n'
@@ -166,6 +168,8 @@ async def load_history(database_url: str) -> None:
     )
     await connection.execute("VACUUM ANALYZE missions")
     await connection.execute("VACUUM ANALYZE mission_instances")
+    # The load's own writes are flushed now, not during the measurement that follows.
+    await connection.execute("CHECKPOINT")
     await connection.close()
 
 

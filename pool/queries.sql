@@ -20,9 +20,13 @@ WITH eligible AS (
 ),
 chosen AS (
     SELECT m.id FROM missions m
-    JOIN eligible e ON e.id = m.id
-    -- m's own count, not e's: the lock re-checks it on the row's latest version.
-    WHERE m.serve_count = (SELECT min(serve_count) FROM eligible)
+    -- A few ids by primary key, however many missions the table holds.
+    WHERE m.id = ANY (ARRAY(
+              SELECT id FROM eligible
+              WHERE serve_count = (SELECT min(serve_count) FROM eligible)
+          ))
+      -- m's own count, not eligible's: the lock re-checks it on the row's latest version.
+      AND m.serve_count = (SELECT min(serve_count) FROM eligible)
       AND ($5::bigint IS NULL OR m.id = $5::bigint)
     ORDER BY m.id
     LIMIT 1
@@ -71,13 +75,15 @@ RETURNING id, mission_id, user_id, track, domain, language, title, brief, files,
           created_at;
 
 -- name: mission_least_served_id
--- When every eligible mission is locked by concurrent serves, the one to wait for.
+-- When every eligible mission is locked by concurrent serves, the one to wait for: one of
+-- the least served, at random, so that many waiters spread over them instead of queueing
+-- on the same one.
 SELECT m.id FROM missions m
 WHERE m.domain = ANY($1::text[]) AND m.qa_status = 'approved' AND m.retired_at IS NULL
   AND NOT EXISTS (
       SELECT 1 FROM mission_instances i WHERE i.mission_id = m.id AND i.user_id = $2::text
   )
-ORDER BY m.serve_count, m.id
+ORDER BY m.serve_count, random()
 LIMIT 1;
 
 -- name: mission_lock_waiting

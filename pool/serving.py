@@ -69,8 +69,13 @@ async def serve(
             pass  # the same user served twice at once; the other serve's instance now shows
         except _NothingServed:
             pass
+        if waited_for is not None:
+            # The mission waited for went to another serve: plan again from the start, where
+            # any unlocked mission at the lowest count will do.
+            waited_for = None
+            continue
         # Every eligible mission is locked by a concurrent serve (or there is none): wait for
-        # the least-served one, then serve it if it still is the least served.
+        # one of the least served, then serve it if it still is.
         waited_for = await connection.fetchval(queries["mission_least_served_id"], names, user_id)
         if waited_for is None:
             return None
