@@ -65,18 +65,16 @@ class Dispatcher:
         if want <= 0 or self._stopped:
             return []
         try:
-            async with self._pool.acquire() as connection, connection.transaction():
-                await connection.execute(queries["dispatch_lock"])
-                rows = await connection.fetch(
-                    queries["job_claim_within_cap"],
-                    want,
-                    self._global_cap,
-                    self._replenish_cap,
-                    self._worker.id,
-                    now,
-                    *self._budget,
-                    timeout=self._count_timeout,
-                )
+            rows = await self._pool.fetch(
+                queries["job_claim_within_cap"],
+                want,
+                self._global_cap,
+                self._replenish_cap,
+                self._worker.id,
+                now,
+                *self._budget,
+                timeout=self._count_timeout,
+            )
         except DATABASE_ERRORS as error:
             # Counting in-flight jobs failed (or the claim did): the system counts as full.
             log.warning(

@@ -81,6 +81,34 @@ class Finisher:
                 pending.done.set_result(pending.job.id in held)
 
     async def _flush(self, batch: list[_Pending]) -> set[int]:
+        if any(callable(pending.ending) for pending in batch):
+            rows, held = await self._store_and_finish(batch)
+        else:
+            # Nothing to store: the conditional UPDATE alone is the fenced transition.
+            rows = [
+                _ended_row(pending.job, pending.ending)
+                for pending in batch
+                if not callable(pending.ending)
+            ]
+            finished = await self._pool.fetch(
+                queries["jobs_finish_if_generating"], *zip(*rows, strict=True)
+            )
+            held = {row["id"] for row in finished}
+            rows = [row for row in rows if row[0] in held]
+        jobs = {pending.job.id: pending.job for pending in batch}
+        for job_id, _, status, error, _, _ in rows:
+            job = jobs[job_id]
+            log.info(
+                "job %s attempt %s %s%s",
+                job.id,
+                job.attempt,
+                status,
+                f": {error}" if error else "",
+                extra={**job.log_fields(), "status": status},
+            )
+        return held
+
+    async def _store_and_finish(self, batch: list[_Pending]) -> tuple[list[FinalRow], set[int]]:
         async with self._pool.acquire() as connection, connection.transaction():
             locked = await connection.fetch(
                 queries["jobs_lock_if_generating"],
@@ -95,23 +123,14 @@ class Finisher:
                 await connection.execute(
                     queries["jobs_finish_if_generating"], *zip(*rows, strict=True)
                 )
-        jobs = {pending.job.id: pending.job for pending in batch}
-        for job_id, _, status, error, _, _ in rows:
-            job = jobs[job_id]
-            log.info(
-                "job %s attempt %s %s%s",
-                job.id,
-                job.attempt,
-                status,
-                f": {error}" if error else "",
-                extra={**job.log_fields(), "status": status},
-            )
-        return held
+        return rows, held
 
 
-async def _final_row(
-    connection: Connection, job: ClaimedJob, ending: Ending
-) -> tuple[int, int, str, str | None, int | None, int | None]:
+# id, attempt, status, error, mission id, instance id: a row of jobs_finish_if_generating.
+FinalRow = tuple[int, int, str, str | None, int | None, int | None]
+
+
+async def _final_row(connection: Connection, job: ClaimedJob, ending: Ending) -> FinalRow:
     if callable(ending):
         try:
             async with connection.transaction():  # a savepoint: one failed store spares the batch
@@ -124,6 +143,10 @@ async def _final_row(
                 extra=job.log_fields(),
             )
             ending = Failed(f"storing the result failed: {type(error).__name__}: {error}")
+    return _ended_row(job, ending)
+
+
+def _ended_row(job: ClaimedJob, ending: Finished | Failed) -> FinalRow:
     if isinstance(ending, Failed):
         return (job.id, job.attempt, "failed", ending.error, None, None)
     return (job.id, job.attempt, ending.status, None, ending.mission_id, ending.instance_id)

@@ -72,82 +72,13 @@ CROSS JOIN LATERAL (
 ) spend
 WHERE j.id = $1::bigint;
 
--- name: dispatch_lock
--- Dispatchers in every process take this transaction lock before job_claim_within_cap, so
--- the count of in-flight jobs cannot go stale between the count and the claim: two workers
--- dispatching at the same moment run one after the other, and the second one's statement
--- starts (and takes its snapshot) only after the first one's claims have committed, since
--- the lock is released at commit. A claim takes about a millisecond and many jobs at once,
--- so serializing claims costs little; a counter row would instead serialize every
--- completion too.
-SELECT pg_advisory_xact_lock(1, 0);
-
 -- name: job_claim_within_cap
--- Under dispatch_lock: count what is in flight, and claim what fits under the global cap ($2)
--- and this worker's free slots ($1), interactive lane first, at most $3 replenish jobs in
--- flight in all. One statement, so if the count fails nothing is claimed: blind is full.
--- With a daily budget ($6, USD), each claimed job reserves its worst-case cost ($7) until it
--- ends; a claim must fit today's spend plus every outstanding reservation under the budget,
--- and the replenish lane must leave the interactive reserve ($8, USD) untouched. The dispatch
--- lock makes this exact however many workers claim at once.
--- SKIP LOCKED passes over a row that a cancel or the sweeper holds instead of waiting on it;
--- the status check in the UPDATE is what makes the claim conditional.
-WITH in_flight AS (
-    SELECT count(*) AS total, count(*) FILTER (WHERE lane = 'replenish') AS replenish
-    FROM generation_jobs WHERE status = 'generating'
-),
-committed AS (
-    -- Looked at only when there is a budget and a cost.
-    SELECT spent_usd + reserved_usd AS usd
-    FROM generation_budget_committed(coalesce($5::timestamptz, now()))
-    WHERE $6::numeric IS NOT NULL AND $7::numeric > 0
-),
-affordable AS (
-    -- How many more jobs the budget allows in all, and in all before the interactive
-    -- reserve; unlimited without a budget or a cost.
-    SELECT CASE WHEN c.usd IS NULL THEN $1::int
-                ELSE greatest(0, floor(($6::numeric - c.usd) / $7::numeric))::int
-           END AS interactive,
-           CASE WHEN c.usd IS NULL THEN $1::int
-                ELSE greatest(0, floor(($6::numeric - $8::numeric - c.usd) / $7::numeric))::int
-           END AS replenish
-    FROM (SELECT (SELECT usd FROM committed) AS usd) c
-),
-room AS (
-    SELECT greatest(0, least($1::int, $2::int - f.total, a.interactive)) AS total,
-           greatest(0, least($1::int, $2::int - f.total, $3::int - f.replenish)) AS replenish,
-           a.replenish AS replenish_affordable
-    FROM in_flight f, affordable a
-),
-interactive AS (
-    SELECT id, 0 AS lane_rank, fair_time FROM generation_jobs
-    WHERE status = 'pending' AND lane = 'interactive'
-    ORDER BY fair_time, id
-    LIMIT (SELECT total FROM room)
-    FOR UPDATE SKIP LOCKED
-),
-replenish AS (
-    -- The interactive jobs claimed in this same statement spend the budget first.
-    SELECT id, 1 AS lane_rank, fair_time FROM generation_jobs
-    WHERE status = 'pending' AND lane = 'replenish'
-    ORDER BY fair_time, id
-    LIMIT (SELECT greatest(0, least(
-               replenish, replenish_affordable - (SELECT count(*) FROM interactive)))
-           FROM room)
-    FOR UPDATE SKIP LOCKED
-),
-chosen AS (
-    SELECT id FROM (SELECT * FROM interactive UNION ALL SELECT * FROM replenish) candidates
-    ORDER BY lane_rank, fair_time, id
-    LIMIT (SELECT total FROM room)
-)
-UPDATE generation_jobs j
-SET status = 'generating', attempt = j.attempt + 1, worker_id = $4::text,
-    started_at = coalesce($5::timestamptz, now()), heartbeat_at = coalesce($5::timestamptz, now()),
-    reserved_usd = coalesce($7::numeric, 0)
-FROM chosen
-WHERE j.id = chosen.id AND j.status = 'pending'
-RETURNING j.id, j.attempt, j.lane, j.user_id, j.track, j.domain, j.created_at;
+-- One round trip: the function (migration 0007) takes the dispatch lock, counts what is in
+-- flight and claims what fits under the global cap, the lanes' shares and the budget. The
+-- comment beside it says how the cap holds when several workers claim at the same moment.
+SELECT * FROM generation_claim_within_cap(
+    $1::int, $2::int, $3::int, $4::text, $5::timestamptz, $6::numeric, $7::numeric, $8::numeric
+);
 
 -- name: jobs_heartbeat_if_generating
 -- Returns the jobs this worker still holds; a job missing from the answer was lost (swept).
