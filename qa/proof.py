@@ -15,6 +15,7 @@ message instead of running untrusted code unconfined.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import shutil
 import tempfile
@@ -275,13 +276,17 @@ def _runs_folder(work_root: Path) -> tuple[Path, IO[str]]:
     """This process's folder for run workspaces, locked while it lives; folders of processes
     that died (their lock is free) are removed first."""
     work_root.mkdir(parents=True, exist_ok=True)
-    for leftover in work_root.glob("prover-*"):
-        lock = try_lock(leftover / ".lock")
-        if lock is not None:
-            _remove_runs_folder(leftover, lock)
-    runs = Path(tempfile.mkdtemp(prefix="prover-", dir=work_root))
-    os.chmod(runs, 0o711)  # sandbox uids may enter their own run folder, not list others
-    lock = try_lock(runs / ".lock")
+    # A new folder is unlocked between mkdtemp and its lock: processes starting together
+    # take turns here, or one would remove the folder another has just made.
+    with open(work_root / ".lock", "a") as turn:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        for leftover in work_root.glob("prover-*"):
+            lock = try_lock(leftover / ".lock")
+            if lock is not None:
+                _remove_runs_folder(leftover, lock)
+        runs = Path(tempfile.mkdtemp(prefix="prover-", dir=work_root))
+        os.chmod(runs, 0o711)  # sandbox uids may enter their own run folder, not list others
+        lock = try_lock(runs / ".lock")
     assert lock is not None
     return runs, lock
 
