@@ -1,12 +1,14 @@
 """Queue benchmark: warmpool's queue beside two baselines on the same Postgres, in one run.
 
     python bench/queue.py [--jobs 20000] [--cap 50] [--requests 2000] [--samples 200]
+        [--enqueue-seconds 5] [--clients 32]
 
 Prints, each with its ratio to the baselines:
 - throughput: claim-to-complete of N no-op jobs (warmpool with its exact global cap on;
   a bare FOR UPDATE SKIP LOCKED claim loop in raw asyncpg; pgqueuer), at the same concurrency;
 - pickup latency: from the enqueue's commit to the job running, capacity free, p50 and p99;
-- enqueue rate: warmpool's POST /v1/jobs over HTTP, beside raw INSERTs and pgqueuer's enqueue.
+- enqueue rate: warmpool's POST /v1/jobs over HTTP (from wrk, Debian's `wrk` package, to one
+  API process), beside raw INSERTs and pgqueuer's enqueue.
 Needs the bench extra: pip install -e '.[bench]'.
 """
 
@@ -29,11 +31,11 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import asyncpg
-import httpx
 from pgqueuer import AsyncpgDriver, PgQueuer, Queries
 from pgqueuer.models import Job
 from pgqueuer.types import QueueExecutionMode
 
+from bench.http_load import wrk
 from generation import queue
 from generation.dispatcher import Dispatcher
 from generation.finisher import Finished
@@ -214,10 +216,11 @@ class Bare:
 
     async def pickup(self) -> float:
         forget(self.started)
-        async with self.pool.acquire() as connection, connection.transaction():
-            await connection.execute("INSERT INTO bare_jobs DEFAULT VALUES")
-            await connection.execute("NOTIFY bare_jobs")
-        committed = time.perf_counter()
+        async with self.pool.acquire() as connection:
+            async with connection.transaction():
+                await connection.execute("INSERT INTO bare_jobs DEFAULT VALUES")
+                await connection.execute("NOTIFY bare_jobs")
+            committed = time.perf_counter()  # before the pool's reset of the connection
         return await self.started.get() - committed
 
 
@@ -293,26 +296,6 @@ async def latencies(pickup: Callable[[], Awaitable[float]], samples: int) -> tup
     return statistics.median(seen), seen[int(len(seen) * 0.99) - 1]
 
 
-async def enqueue_over_http(url: str, key: str, requests: int, clients: int) -> float:
-    numbers = iter(range(requests))
-
-    async def client_loop(client: httpx.AsyncClient) -> None:
-        for number in numbers:
-            answer = await client.post(
-                "/v1/jobs",
-                json={"user_id": f"user-{number}", "track": "backend-engineer"},
-                headers={"Authorization": f"Bearer {key}", "Idempotency-Key": f"k-{number}"},
-            )
-            assert answer.status_code == 202, answer.text
-
-    async with httpx.AsyncClient(
-        base_url=url, timeout=30, limits=httpx.Limits(max_connections=clients)
-    ) as client:
-        start = time.perf_counter()
-        await asyncio.gather(*(client_loop(client) for _ in range(clients)))
-        return requests / (time.perf_counter() - start)
-
-
 async def raw_inserts(url: str, requests: int, clients: int) -> float:
     pool = await asyncpg.create_pool(url, min_size=clients, max_size=clients)
     numbers = iter(range(requests))
@@ -380,7 +363,15 @@ async def main(arguments: argparse.Namespace) -> None:
     await keys.close()
     overrides = {"WARMPOOL_MAX_PENDING": "10000000", "WARMPOOL_USER_CAP": "1000"}
     with running_server(urls["warmpool"], Path("/tmp"), overrides=overrides) as url:
-        ours_http = await enqueue_over_http(url, key, arguments.requests, arguments.clients)
+        ours_http = await wrk(
+            url,
+            key,
+            path="/v1/jobs",
+            track="backend-engineer",
+            clients=arguments.clients,
+            seconds=arguments.enqueue_seconds,
+            idempotent=True,
+        )
     bare_inserts = await raw_inserts(urls["bare"], arguments.requests, arguments.clients)
     pgq_inserts = await pgqueuer_enqueues(urls["pgqueuer"], arguments.requests, arguments.clients)
 
@@ -394,7 +385,7 @@ async def main(arguments: argparse.Namespace) -> None:
     row("throughput", ours_drain, bare_drain, pgq_drain, "jobs/s", higher_is_better=True)
     row("pickup latency p50", ours_p50, bare_p50, pgq_p50, "ms", higher_is_better=False)
     row("pickup latency p99", ours_p99, bare_p99, pgq_p99, "ms", higher_is_better=False)
-    row("enqueue rate", ours_http, bare_inserts, pgq_inserts, "req/s", higher_is_better=True)
+    row("enqueue rate", ours_http.rate, bare_inserts, pgq_inserts, "req/s", higher_is_better=True)
     print(
         "\nenqueue rate: warmpool over HTTP (auth, validation, user cap, depth limit, idempotency key);"
         " the baselines insert straight through asyncpg."
@@ -419,6 +410,7 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--cap", type=int, default=50)
     parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--requests", type=int, default=2_000)
+    parser.add_argument("--requests", type=int, default=2_000, help="enqueues per baseline")
+    parser.add_argument("--enqueue-seconds", type=float, default=5, help="of POST /v1/jobs")
     parser.add_argument("--clients", type=int, default=32)
     asyncio.run(main(parser.parse_args()))

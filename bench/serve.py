@@ -25,15 +25,14 @@ import argparse
 import asyncio
 import itertools
 import os
-import re
-import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from functools import partial
 
 import asyncpg
 
+from bench.http_load import Figures, figures, wrk
 from core.domains import load
 from pool import serving
 from server import migrate
@@ -45,25 +44,6 @@ TRACK = "backend-engineer"
 HISTORY_INSTANCES = 1_000_000
 HISTORY_RETIRED = 100_000
 _users = itertools.count()
-
-
-@dataclass
-class Figures:
-    rate: float
-    p50_ms: float
-    p99_ms: float
-
-    def line(self, name: str) -> str:
-        return f"{name:<34} {self.rate:>9.0f}/s  p50 {self.p50_ms:>6.1f} ms  p99 {self.p99_ms:>6.1f} ms"
-
-
-def figures(latencies: list[float], seconds: float) -> Figures:
-    latencies.sort()
-    return Figures(
-        rate=len(latencies) / seconds,
-        p50_ms=statistics.median(latencies) * 1000,
-        p99_ms=latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
-    )
 
 
 async def closed_loop(
@@ -81,62 +61,6 @@ async def closed_loop(
     start = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(clients)))
     return figures(latencies, time.perf_counter() - start)
-
-
-UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
-WRK_SCRIPT = """
-local thread_id = 0
-setup = function(thread)
-    thread:set("id", thread_id)
-    thread_id = thread_id + 1
-end
-local serves = 0
-request = function()
-    serves = serves + 1
-    local body = string.format('{"user_id": "wrk-%s-%d-%d", "track": "%s"}', run, id, serves, track)
-    return wrk.format("POST", "/v1/serve", headers, body)
-end
-"""
-
-
-async def wrk(
-    url: str, key: str, clients: int, seconds: float, rate: float | None = None
-) -> Figures:
-    """Load from wrk: every request a new user, so every answer is a serve. With `rate`, each
-    connection waits between its requests so that all together send about `rate` a second."""
-    # Random pauses (mean clients / rate) keep the connections from sending in lockstep bursts.
-    mean_ms = 1000 * clients / rate if rate else 0
-    pause = f"delay = function() return math.random() * {2 * mean_ms:.1f} end\n" if rate else ""
-    script = Path(tempfile.mkdtemp()) / "serve.lua"
-    script.write_text(
-        f'run = "{time.time_ns()}"\ntrack = "{TRACK}"\n'
-        f'headers = {{["Content-Type"] = "application/json", ["Authorization"] = "Bearer {key}"}}\n'
-        + pause
-        + WRK_SCRIPT
-    )
-    process = await asyncio.create_subprocess_exec(
-        "wrk",
-        f"-t{min(clients, 2)}",
-        f"-c{clients}",
-        f"-d{int(seconds)}s",
-        "--latency",
-        "-s",
-        str(script),
-        url,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    output = (await process.communicate())[0].decode()
-    assert "Non-2xx" not in output, output
-    assert "99%" in output, output
-    latency = {
-        percent: float(value) * UNIT_MS[unit]
-        for percent, value, unit in re.findall(
-            r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", output, re.M
-        )
-    }
-    assert set(latency) == {"50", "99"}, output
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
-    return Figures(rate=rate, p50_ms=latency["50"], p99_ms=latency["99"])
 
 
 async def load_history(database_url: str) -> None:
@@ -186,9 +110,10 @@ async def measure(
             )
             assert instance is not None
 
-    http = await wrk(url, key, arguments.clients, arguments.seconds)
+    over_http = partial(wrk, url, key, path="/v1/serve", track=TRACK, clients=arguments.clients)
+    http = await over_http(seconds=arguments.seconds)
     ceiling = await closed_loop(through_asyncpg, arguments.clients, arguments.seconds)
-    half = await wrk(url, key, arguments.clients, arguments.seconds, rate=http.rate / 2)
+    half = await over_http(seconds=arguments.seconds, rate=http.rate / 2)
     await pool.close()
     return {"http": http, "ceiling": ceiling, "half": half}
 
