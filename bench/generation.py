@@ -29,6 +29,7 @@ from datetime import timedelta
 
 import asyncpg
 
+from bench.options import database_parser
 from core.domains import load
 from generation.dispatcher import Dispatcher
 from generation.offline import OfflineProvider
@@ -141,15 +142,7 @@ async def main(arguments: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get(
-            "WARMPOOL_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-        ),
-    )
+    parser = database_parser(__doc__)
     parser.add_argument("--jobs", type=int, default=48)
     parser.add_argument("--cap", type=int, default=2)
     asyncio.run(main(parser.parse_args()))

@@ -36,6 +36,7 @@ from pgqueuer.models import Job
 from pgqueuer.types import QueueExecutionMode
 
 from bench.http_load import wrk
+from bench.options import database_parser
 from generation import queue
 from generation.dispatcher import Dispatcher
 from generation.finisher import Finished
@@ -398,15 +399,7 @@ async def main(arguments: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get(
-            "WARMPOOL_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-        ),
-    )
+    parser = database_parser(__doc__)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--cap", type=int, default=50)
     parser.add_argument("--samples", type=int, default=200)

@@ -33,6 +33,7 @@ from functools import partial
 import asyncpg
 
 from bench.http_load import Figures, figures, wrk
+from bench.options import database_parser
 from core.domains import load
 from pool import serving
 from server import migrate
@@ -166,15 +167,7 @@ async def main(arguments: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get(
-            "WARMPOOL_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-        ),
-    )
+    parser = database_parser(__doc__)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--missions", type=int, default=40, help="approved missions to serve from")
