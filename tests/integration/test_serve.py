@@ -1,4 +1,5 @@
-"""POST /v1/serve and the instances: the contract, the domain guard and idempotency."""
+"""POST /v1/serve and the instances: the contract, the domain guard, idempotency, and the
+queue's refusals when a serve has to enqueue."""
 
 from typing import Any
 
@@ -6,9 +7,12 @@ import asyncpg
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from generation.queue import RETRY_AFTER_SECONDS
 from server.auth import Role
+from server.settings import Settings
 from tests.conftest import bearer
-from tests.integration.test_http_jobs import assert_problem
+from tests.integration.test_http_jobs import assert_problem, job_count
+from tests.support.jobs import enqueue
 from tests.support.missions import add_mission
 
 Client = AsyncTestClient[Litestar]
@@ -161,3 +165,41 @@ async def test_bad_serves(client: Client, keys: dict[Role, str], pool: asyncpg.P
         )
     assert await pool.fetchval("SELECT count(*) FROM generation_jobs") == 0
     assert await pool.fetchval("SELECT count(*) FROM mission_instances") == 0
+
+
+async def what_a_serve_leaves(pool: asyncpg.Pool) -> tuple[int, int, int]:
+    """Jobs, instances and remembered Idempotency-Keys: a refused serve adds none of them."""
+    return (
+        await job_count(pool),
+        await pool.fetchval("SELECT count(*) FROM mission_instances"),
+        await pool.fetchval("SELECT count(*) FROM idempotency_keys"),
+    )
+
+
+async def test_a_serve_over_the_users_active_job_cap_is_429_and_creates_nothing(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    for _ in range(3):
+        assert (await serve(client, keys, BACKEND)).status_code == 202, "no stock: a job"
+    before = await what_a_serve_leaves(pool)
+    refused = await serve(client, keys, BACKEND, key="a-fourth")
+    assert_problem(refused, 429, "'ada' already has 3 active jobs", "cancel a pending one")
+    assert refused.headers["retry-after"] == str(RETRY_AFTER_SECONDS)
+    assert await what_a_serve_leaves(pool) == before
+    other = await serve(client, keys, BACKEND | {"user_id": "bob"})
+    assert other.status_code == 202, "the cap is per user"
+
+
+async def test_a_serve_with_the_queue_at_its_depth_limit_is_503_and_creates_nothing(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool, settings: Settings
+) -> None:
+    for index in range(settings.max_pending - 1):
+        await enqueue(pool, f"queued-{index}")
+    last_place = await serve(client, keys, BACKEND | {"user_id": "bob"})
+    assert last_place.status_code == 202, "one below the limit: the serve takes the last place"
+    before = await what_a_serve_leaves(pool)
+    assert before[0] == settings.max_pending
+    shed = await serve(client, keys, BACKEND, key="full")
+    assert_problem(shed, 503, "queue is full", f"limit {settings.max_pending}")
+    assert shed.headers["retry-after"] == str(RETRY_AFTER_SECONDS)
+    assert await what_a_serve_leaves(pool) == before
