@@ -70,11 +70,11 @@ _DOMAIN_KEYS: dict[str, str] = {
 
 def load(path: Path) -> DomainMap:
     try:
-        text = path.read_text(encoding="utf-8")
+        # From the file itself, so that YAML's error positions name it.
+        with path.open(encoding="utf-8") as stream:
+            document = yaml.safe_load(stream)
     except OSError as error:
         raise DomainMapError(f"{path}: cannot read the domain map ({error.strerror})") from None
-    try:
-        document = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise DomainMapError(f"{path}: not valid YAML: {error}") from None
     return parse(document, str(path))

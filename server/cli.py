@@ -14,9 +14,11 @@ import uvicorn
 
 from core import domains
 from core.domains import DomainMapError
+from generation.openai.prices import PriceError
 from server import database, logs, migrate
 from server.app import create_app
 from server.auth import ROLES, create_key
+from server.generation import check_prices
 from server.runtime import running_worker
 from server.settings import Settings, SettingsError, from_environment
 from server.status import print_status
@@ -31,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Logs go to stderr; stdout carries what a command prints for the person who ran it.
         logs.configure(settings, getattr(arguments, "log_format", None))
         return int(arguments.run(settings, arguments) or 0)
-    except (SettingsError, DomainMapError) as error:
+    except (SettingsError, DomainMapError, PriceError) as error:
         print(f"warmpool: {error}", file=sys.stderr)
         return 2
     except database.DatabaseUnreachable as error:
@@ -80,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _serve(settings: Settings, arguments: argparse.Namespace) -> int:
+    if not arguments.no_worker:
+        check_prices(settings)
     app = create_app(settings, run_worker=not arguments.no_worker)
     config = uvicorn.Config(
         app,
@@ -101,11 +105,18 @@ def _serve(settings: Settings, arguments: argparse.Namespace) -> int:
 
 
 def _worker(settings: Settings, _: argparse.Namespace) -> int:
+    check_prices(settings)
     asyncio.run(_run_worker(settings))
     return 0
 
 
 async def _run_worker(settings: Settings) -> None:
+    # Caught from the first moment: a signal during start-up stops the worker gracefully
+    # once it has started, rather than killing it halfway.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     domain_map = domains.load(settings.domain_map)
     url = await database.resolve_url(settings)
     pool = await database.create_pool(url)
@@ -113,10 +124,6 @@ async def _run_worker(settings: Settings) -> None:
         async with pool.acquire() as connection:
             await migrate.apply(connection)
         async with running_worker(pool, url, settings, domain_map):
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, stop.set)
             await stop.wait()
             log.info("stopping on a signal")
     finally:

@@ -60,6 +60,13 @@ async def mission_pipeline(
             await provider.aclose()
 
 
+def check_prices(settings: Settings) -> None:
+    """At start-up, before anything else: the configured model must have a price, or its
+    spend could not be counted. Raises `prices.PriceError` naming the model and the fix."""
+    if settings.openai_api_key:
+        prices.load(settings.prices_file).for_model(settings.model)
+
+
 def _provider(settings: Settings) -> tuple[Provider, Trust]:
     # Trust follows provenance: model output is untrusted and runs only in the full sandbox;
     # the offline catalog and its mutations ship with warmpool.

@@ -3,14 +3,16 @@ on apscheduler, plus a LISTEN connection so a NOTIFY fills a free slot within mi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from core.domains import DomainMap
@@ -29,6 +31,8 @@ from server.settings import Settings
 log = logging.getLogger(__name__)
 
 RETENTION_EVERY = timedelta(minutes=10)
+# At a stop, how long a scheduled pass under way (a tick, a replenishment) may take to end.
+PASS_GRACE_SECONDS = 10
 
 
 class WorkerRuntime:
@@ -69,6 +73,7 @@ class WorkerRuntime:
         # Every worker schedules replenishment passes; the leader lock runs one at a time.
         self.replenisher = replenisher
         self._scheduler = AsyncIOScheduler(timezone=UTC)
+        self._passes: set[asyncio.Task[Any]] = set()
         self._listener: Connection | None = None
 
     async def start(self) -> None:
@@ -76,23 +81,14 @@ class WorkerRuntime:
         await self._listen()
         every = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
         now = datetime.now(UTC)
-        self._scheduler.add_job(
-            self._tick, "interval", seconds=self._settings.tick_seconds, next_run_time=now, **every
+        self._schedule(self._tick, self._settings.tick_seconds, next_run_time=now, **every)
+        self._heartbeats = self._schedule(
+            self._heartbeat, self._settings.heartbeat_interval_seconds, **every
         )
-        self._heartbeats = self._scheduler.add_job(
-            self._heartbeat, "interval", seconds=self._settings.heartbeat_interval_seconds, **every
-        )
-        self._scheduler.add_job(
-            self.retention.run_once, "interval", seconds=RETENTION_EVERY.total_seconds(), **every
-        )
+        self._schedule(self.retention.run_once, RETENTION_EVERY.total_seconds(), **every)
         if self.replenisher is not None:
-            self._scheduler.add_job(
-                self._replenish,
-                "interval",
-                args=[self.replenisher],
-                seconds=self._settings.replenish_seconds,
-                next_run_time=now,
-                **every,
+            self._schedule(
+                self._replenish, self._settings.replenish_seconds, next_run_time=now, **every
             )
         self._scheduler.start()
         log.info(
@@ -121,11 +117,29 @@ class WorkerRuntime:
             )
         # Heartbeats go on meanwhile, so no sweeper takes a draining job for a dead one's.
         drained = await self.worker.drain(grace)
+        self._heartbeats.remove()
+        # The scheduler's shutdown cancels the passes under way: they end first.
+        if self._passes:
+            await asyncio.wait(self._passes, timeout=PASS_GRACE_SECONDS)
         self._scheduler.shutdown(wait=False)
         await self._unlisten()
         if not drained:
             await self.worker.release()
         log.info("worker %s stopped", self.worker.id, extra={"worker_id": self.worker.id})
+
+    def _schedule(
+        self, run: Callable[[], Awaitable[object]], seconds: float, **options: Any
+    ) -> Job:
+        async def tracked() -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self._passes.add(task)
+            try:
+                await run()
+            finally:
+                self._passes.discard(task)
+
+        return self._scheduler.add_job(tracked, "interval", seconds=seconds, **options)
 
     async def _tick(self) -> None:
         if self._listener is None or self._listener.is_closed():
@@ -138,9 +152,10 @@ class WorkerRuntime:
         except DATABASE_ERRORS as error:
             log.warning("heartbeat failed, will retry: %s", error)
 
-    async def _replenish(self, replenisher: Replenisher) -> None:
+    async def _replenish(self) -> None:
+        assert self.replenisher is not None
         try:
-            await replenisher.run_once()
+            await self.replenisher.run_once()
         except DATABASE_ERRORS as error:
             log.warning("replenishment pass failed, will retry: %s", error)
 
