@@ -20,6 +20,10 @@ from generation.ledger import JobLost, Ledger
 queries = Queries("generation")
 log = logging.getLogger(__name__)
 
+# At a stop, how long a generation that has ended may take to write its end (a transaction,
+# waited out through a short outage) before it is stopped too; the sweeper settles the rest.
+FINISHING_SECONDS = 10
+
 
 class GenerationFailed(Exception):
     """A generation ended without a usable result; the message is shown on the job."""
@@ -54,6 +58,8 @@ class Worker:
         self.capacity = capacity
         self._slots = asyncio.Semaphore(capacity)
         self._running: dict[int, tuple[ClaimedJob, asyncio.Task[None]]] = {}
+        # Jobs whose generation has ended and whose final transition is being written.
+        self._finishing: set[int] = set()
         self._finisher = Finisher(pool)
         self._on_slot_freed = on_slot_freed
 
@@ -71,6 +77,7 @@ class Worker:
         try:
             async with self._slots:
                 ending = await self._generate(job)
+                self._finishing.add(job.id)
                 if ending is not None and not await self._finisher.finish(job, ending):
                     _log_lost_race(job, "its final transition")
         except asyncio.CancelledError:
@@ -91,6 +98,7 @@ class Worker:
             )
         finally:
             del self._running[job.id]
+            self._finishing.discard(job.id)
             self._on_slot_freed()
 
     async def _generate(self, job: ClaimedJob) -> Ending | None:
@@ -164,9 +172,14 @@ class Worker:
     async def release(self) -> list[int]:
         """Give the generations still under way back to the queue, each as pending under a new
         attempt, then stop them. Released first, so a stopped generation writes nothing more
-        than its model call under way, recorded in the ledger as orphaned."""
-        held = self.running()
+        than its model call under way, recorded in the ledger as orphaned. A generation that
+        has ended is not released but given a moment to write its end: its result is paid for."""
+        held = [job for job in self.running() if job.id not in self._finishing]
+        ending = [task for job_id, (_, task) in self._running.items() if job_id in self._finishing]
+        if ending:
+            await asyncio.wait(ending, timeout=FINISHING_SECONDS)
         if not held:
+            await self.stop()
             return []
         try:
             rows = await self._pool.fetch(
