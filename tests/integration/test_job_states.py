@@ -1,16 +1,27 @@
 """The job state machine: every legal transition happens once; every illegal one is a no-op
 with a zero row count."""
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
 
-from core.sql import Queries
+from core.sql import Connection, Queries
+from generation import queue
+from generation.finisher import Ending, Failed, Finished, Finisher
+from generation.jobs import ClaimedJob
+from generation.ledger import Ledger
+from generation.worker import Worker
+from tests.integration.test_liveness import PID_MAX
 from tests.support.jobs import enqueue, status_of
 
 queries = Queries("generation")
 HOUR = timedelta(hours=1)
+STATUSES = ("pending", "generating", "awaiting_review", "completed", "failed", "cancelled")
+MISSION = 41
+# A process of this machine ("box") that is no longer alive.
+DEAD = f"box:{PID_MAX + 1}"
 
 
 async def claim(
@@ -22,11 +33,103 @@ async def claim(
     return [row["id"] for row in rows]
 
 
-async def finish(pool: asyncpg.Pool, job_id: int, attempt: int, status: str) -> bool:
+async def finish(
+    pool: asyncpg.Pool,
+    job_id: int,
+    attempt: int,
+    status: str,
+    *,
+    error: str | None = None,
+    mission_id: int | None = None,
+) -> bool:
     rows = await pool.fetch(
-        queries["jobs_finish_if_generating"], [job_id], [attempt], [status], [None], [None], [None]
+        queries["jobs_finish_if_generating"],
+        [job_id],
+        [attempt],
+        [status],
+        [error],
+        [mission_id],
+        [None],
     )
     return len(rows) == 1
+
+
+async def job_in(
+    pool: asyncpg.Pool,
+    status: str,
+    user_id: str = "user-1",
+    *,
+    worker: str = "w:1",
+    mission_id: int | None = None,
+) -> int:
+    """A job brought to `status` by the real transitions: claimed by `worker` under attempt 1
+    unless pending or cancelled, and finished naming `mission_id`. A claim takes the oldest
+    pending job, so make pending jobs last."""
+    job = await enqueue(pool, user_id)
+    if status == "cancelled":
+        assert await pool.fetchval(queries["job_cancel_if_pending"], job) == job
+    elif status != "pending":
+        assert await claim(pool, worker, want=1) == [job]
+        if status != "generating":
+            error = "it failed" if status == "failed" else None
+            assert await finish(pool, job, 1, status, error=error, mission_id=mission_id)
+    assert (await status_of(pool, job))["status"] == status
+    return job
+
+
+async def row_of(pool: asyncpg.Pool, job_id: int) -> dict[str, object]:
+    row = await pool.fetchrow("SELECT * FROM generation_jobs WHERE id = $1", job_id)
+    assert row is not None
+    return dict(row)
+
+
+def changes(before: dict[str, object], after: dict[str, object]) -> dict[str, object]:
+    """The columns a transition wrote, with their new values."""
+    return {column: value for column, value in after.items() if before[column] != value}
+
+
+async def claimed(pool: asyncpg.Pool, job_id: int, attempt: int) -> ClaimedJob:
+    """The job as a worker holds it under `attempt`, whatever the database now says."""
+    row = await pool.fetchrow(
+        "SELECT lane, user_id, track, domain, created_at FROM generation_jobs WHERE id = $1",
+        job_id,
+    )
+    assert row is not None
+    return ClaimedJob(
+        id=job_id,
+        attempt=attempt,
+        lane=row["lane"],
+        user_id=row["user_id"],
+        track=row["track"],
+        domain=row["domain"],
+        created_at=row["created_at"],
+    )
+
+
+class Holding:
+    """A generation that runs until its worker stops it. It makes no model call, so it never
+    learns that its job was lost, and its worker holds the job to the end."""
+
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Ending:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable: the worker stops it")
+
+
+async def worker_holding(pool: asyncpg.Pool, *held: tuple[int, int]) -> Worker:
+    """A worker running generations of these (job, attempt)s."""
+    worker = Worker(pool, Holding(), name="box", capacity=len(held))
+    for job_id, attempt in held:
+        worker.start(await claimed(pool, job_id, attempt))
+    await asyncio.sleep(0)
+    assert len(worker.running()) == len(held)
+    return worker
+
+
+async def released(pool: asyncpg.Pool, user_id: str = "user-1") -> int:
+    """A job claimed under attempt 1, then released by its stopping worker: pending under 2."""
+    job = await job_in(pool, "generating", user_id)
+    assert await (await worker_holding(pool, (job, 1))).release() == [job]
+    return job
 
 
 async def test_claim_moves_pending_to_generating_and_bumps_the_attempt(pool: asyncpg.Pool) -> None:
@@ -117,3 +220,208 @@ async def test_heartbeats_answer_only_for_jobs_still_held_under_their_attempt(
     await claim(pool)
     alive = await pool.fetch(queries["jobs_heartbeat_if_generating"], [held, other], [1, 7], None)
     assert [row["id"] for row in alive] == [held]
+
+
+NOT_GENERATING = [status for status in STATUSES if status != "generating"]
+
+
+async def test_a_stopping_worker_releases_its_job_to_the_queue_under_a_new_attempt(
+    pool: asyncpg.Pool,
+) -> None:
+    held, elsewhere = [await job_in(pool, "generating", f"user-{n}") for n in range(2)]
+    before = {job: await row_of(pool, job) for job in (held, elsewhere)}
+    assert await (await worker_holding(pool, (held, 1))).release() == [held]
+    assert changes(before[held], await row_of(pool, held)) == {
+        "status": "pending",
+        "attempt": 2,
+        "worker_id": None,
+        "started_at": None,
+        "heartbeat_at": None,
+    }, "back in the queue, in its place in line (fair_time), under a new attempt"
+    assert await row_of(pool, elsewhere) == before[elsewhere], "not held by this worker"
+    assert await claim(pool) == [held]
+    assert (await status_of(pool, held))["attempt"] == 3
+
+
+class EndingInTurn:
+    """Generations that end at once. The first writes its end in a store that waits for `go`,
+    so the endings after it wait their turn to be written."""
+
+    def __init__(self) -> None:
+        self.storing = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Ending:
+        if self.storing.is_set():
+            return Finished(status="completed")
+
+        async def store(connection: Connection) -> Finished:
+            self.storing.set()
+            await self.go.wait()
+            return Finished(status="completed")
+
+        return store
+
+
+async def test_a_stopping_worker_lets_the_generations_that_have_ended_write_their_end(
+    pool: asyncpg.Pool,
+) -> None:
+    storing, waiting = [await job_in(pool, "generating", f"user-{n}") for n in range(2)]
+    generator = EndingInTurn()
+    worker = Worker(pool, generator, name="box", capacity=2)
+    worker.start(await claimed(pool, storing, 1))
+    await generator.storing.wait()
+    worker.start(await claimed(pool, waiting, 1))
+    await asyncio.sleep(0.05)  # its ending waits behind the store
+
+    releasing = asyncio.create_task(worker.release())
+    await asyncio.sleep(0.2)
+    assert not releasing.done(), "it waits for the ends being written"
+    generator.go.set()
+    assert await releasing == [], "a generation that has ended is paid for: not released"
+    for job in (storing, waiting):
+        row = await status_of(pool, job)
+        assert (row["status"], row["attempt"]) == ("completed", 1)
+
+
+@pytest.mark.parametrize(
+    ("start", "offset"),
+    [
+        # Held under its own attempt: only the status condition keeps it from being released.
+        *(pytest.param(status, 0, id=status) for status in NOT_GENERATING),
+        pytest.param("generating", -1, id="generating-under-an-earlier-attempt"),
+        pytest.param("generating", 1, id="generating-under-a-later-attempt"),
+    ],
+)
+async def test_a_stopping_worker_releases_nothing_it_no_longer_holds(
+    pool: asyncpg.Pool, start: str, offset: int
+) -> None:
+    job = await job_in(pool, start, mission_id=MISSION)
+    before = await row_of(pool, job)
+    worker = await worker_holding(pool, (job, (await status_of(pool, job))["attempt"] + offset))
+    assert await worker.release() == []
+    assert await row_of(pool, job) == before
+
+
+@pytest.mark.parametrize(
+    ("start", "offset"),
+    [
+        pytest.param("pending", 0, id="pending-never-claimed"),
+        pytest.param("released", -1, id="pending-released-ended-by-its-stopped-attempt"),
+        pytest.param("released", 0, id="pending-released-under-its-new-attempt"),
+        pytest.param("cancelled", 0, id="cancelled"),
+    ],
+)
+@pytest.mark.parametrize(
+    "ending",
+    [
+        Finished(status="completed"),
+        Finished(status="awaiting_review", mission_id=MISSION),
+        Failed("the model answered nonsense"),
+    ],
+    ids=["completed", "awaiting_review", "failed"],
+)
+async def test_a_job_not_generating_is_not_finished(
+    pool: asyncpg.Pool, start: str, offset: int, ending: Finished | Failed
+) -> None:
+    job = await released(pool) if start == "released" else await job_in(pool, start)
+    before = await row_of(pool, job)
+    attempt = (await status_of(pool, job))["attempt"] + offset
+    assert not await Finisher(pool).finish(await claimed(pool, job, attempt), ending)
+    assert await row_of(pool, job) == before
+
+
+async def test_approving_its_mission_completes_the_job_awaiting_review(
+    pool: asyncpg.Pool,
+) -> None:
+    named, other = [
+        await job_in(pool, "awaiting_review", f"user-{n}", mission_id=MISSION) for n in range(2)
+    ]
+    before = {job: await row_of(pool, job) for job in (named, other)}
+    async with pool.acquire() as connection:
+        assert await queue.complete_awaiting_review(connection, named, 7)
+    changed = changes(before[named], await row_of(pool, named))
+    assert changed.pop("finished_at") is not None
+    assert changed == {"status": "completed", "instance_id": 7}
+    assert await row_of(pool, other) == before[other], "only the job named is completed"
+
+
+@pytest.mark.parametrize("start", [status for status in STATUSES if status != "awaiting_review"])
+async def test_only_a_job_awaiting_review_is_completed_by_its_review(
+    pool: asyncpg.Pool, start: str
+) -> None:
+    job = await job_in(pool, start, mission_id=MISSION)
+    before = await row_of(pool, job)
+    async with pool.acquire() as connection:
+        assert not await queue.complete_awaiting_review(connection, job, 7)
+    assert await row_of(pool, job) == before
+
+
+async def test_rejecting_its_mission_fails_every_job_awaiting_its_review(
+    pool: asyncpg.Pool,
+) -> None:
+    waiting = [
+        await job_in(pool, "awaiting_review", f"user-{n}", mission_id=MISSION) for n in range(2)
+    ]
+    other = await job_in(pool, "awaiting_review", "user-2", mission_id=MISSION + 1)
+    before = {job: await row_of(pool, job) for job in [*waiting, other]}
+    async with pool.acquire() as connection:
+        assert await queue.fail_awaiting_review(connection, MISSION, "the bug is not a bug") == 2
+    for job in waiting:
+        changed = changes(before[job], await row_of(pool, job))
+        assert changed.pop("finished_at") is not None
+        assert changed == {"status": "failed", "error": "the bug is not a bug"}
+    assert await row_of(pool, other) == before[other], "waiting on another mission"
+
+
+@pytest.mark.parametrize("start", [status for status in STATUSES if status != "awaiting_review"])
+async def test_rejecting_a_mission_fails_only_the_jobs_awaiting_its_review(
+    pool: asyncpg.Pool, start: str
+) -> None:
+    job = await job_in(pool, start, mission_id=MISSION)
+    # No transition names a mission on a pending, generating or cancelled job: named here, so
+    # only the status condition keeps the job out.
+    await pool.execute(
+        "UPDATE generation_jobs SET mission_id = $2 WHERE id = $1 AND mission_id IS NULL",
+        job,
+        MISSION,
+    )
+    before = await row_of(pool, job)
+    async with pool.acquire() as connection:
+        assert await queue.fail_awaiting_review(connection, MISSION, "rejected") == 0
+    assert await row_of(pool, job) == before
+
+
+async def test_a_restarted_worker_fails_the_jobs_its_dead_process_was_generating(
+    pool: asyncpg.Pool,
+) -> None:
+    held = [await job_in(pool, "generating", f"user-{n}", worker=DEAD) for n in range(2)]
+    elsewhere = await job_in(pool, "generating", "user-2", worker=f"other-box:{PID_MAX + 1}")
+    before = {job: await row_of(pool, job) for job in [*held, elsewhere]}
+    assert sorted(await Worker(pool, Holding(), name="box", capacity=1).reconcile()) == held
+    for job in held:
+        changed = changes(before[job], await row_of(pool, job))
+        assert changed.pop("finished_at") is not None
+        assert changed == {
+            "status": "failed",
+            "error": f"worker {DEAD} died mid-generation and was restarted",
+        }, "the attempt and the worker stay on record"
+    assert await row_of(pool, elsewhere) == before[elsewhere], "another machine's process"
+
+
+@pytest.mark.parametrize("start", NOT_GENERATING)
+async def test_a_restarted_worker_fails_only_what_its_dead_process_was_generating(
+    pool: asyncpg.Pool, start: str
+) -> None:
+    # The dead process also left a generating job, so the restart does fail some.
+    generating = await job_in(pool, "generating", "user-0", worker=DEAD)
+    job = await job_in(pool, start, worker=DEAD, mission_id=MISSION)
+    # Pending and cancelled jobs name no worker: named here, so only the status condition
+    # keeps the job out.
+    await pool.execute(
+        "UPDATE generation_jobs SET worker_id = $2 WHERE id = $1 AND worker_id IS NULL", job, DEAD
+    )
+    before = await row_of(pool, job)
+    assert await Worker(pool, Holding(), name="box", capacity=1).reconcile() == [generating]
+    assert await row_of(pool, job) == before
+    assert await pool.fetch(queries["jobs_fail_if_owned_by_dead_process"], [DEAD]) == []
