@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -13,15 +12,13 @@ import httpx
 import pytest
 
 from core.domains import Domain, DomainMap, load
-from generation.dispatcher import Dispatcher
 from generation.drafts import MissionDraft, SabotageDraft
 from generation.ledger import Ledger
 from generation.pipeline import MissionPipeline
-from generation.sweeper import Sweeper
-from generation.worker import Worker
 from pool import waiting
 from tests.support.jobs import enqueue
 from tests.support.missions import add_mission
+from tests.support.pipelines import run_pending
 from tests.support.server import create_keys, running_server
 
 pytestmark = pytest.mark.slow
@@ -104,11 +101,7 @@ async def generate_missions(
         prompt_version=None,
         serve_waiting_user=waiting.serve_waiting_user,
     )
-    worker = Worker(pool, pipeline, name="spike-test", capacity=count)
-    minute = timedelta(minutes=1)
-    sweeper = Sweeper(pool, heartbeat_timeout=minute, stuck_after=minute, pending_expiry=minute)
-    await Dispatcher(pool, worker, sweeper, global_cap=count, replenish_cap=count).run_once()
-    assert await worker.drain(grace_seconds=60)
+    await run_pending(pool, pipeline, count=count)
     rows = await pool.fetch(
         "SELECT status, error, mission_id FROM generation_jobs WHERE id = ANY($1) ORDER BY id",
         jobs,

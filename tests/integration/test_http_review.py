@@ -1,4 +1,6 @@
-"""The review routes over HTTP: the contract, role checks, and bad input that changes nothing."""
+"""The review routes over HTTP: the contract, role checks, bad input that changes nothing, and
+the interactive jobs that wait on a review: an approval serves their user, a rejection (or a
+retirement before approval) fails them with the reason."""
 
 from __future__ import annotations
 
@@ -10,9 +12,13 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from core import domains
+from generation.offline import OfflineProvider
+from generation.pipeline import MissionPipeline
+from pool import waiting
 from server.auth import Role
 from tests.conftest import bearer
 from tests.integration.test_http_jobs import assert_problem
+from tests.support.pipelines import run_pending
 from tests.support.proven_missions import PROOF, store_mission
 from tests.support.server import ROOT
 
@@ -200,3 +206,162 @@ async def test_the_routes_are_in_the_published_contract(client: Client) -> None:
         "/v1/qa/missions/{mission_id}/retire",
     } <= paths
     assert not any(path.startswith("/qa") for path in paths), "the browser UI is not API"
+
+
+async def waiting_job(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool, user_id: str
+) -> dict[str, Any]:
+    """An interactive job of `user_id`, enqueued over HTTP and run through the real pipeline
+    (offline provider; marketing copy has no code, so no proof to run), which leaves the job
+    and its mission awaiting review. Returns the job as GET /v1/jobs/{id} shows it."""
+    app = bearer(keys["candidate_app"])
+    created = await client.post(
+        "/v1/jobs",
+        json={"user_id": user_id, "track": "marketing-manager"},
+        headers=app | {"Idempotency-Key": f"wait-{user_id}"},
+    )
+    assert created.status_code == 202, created.text
+    job_id = created.json()["job"]["id"]
+    pipeline = MissionPipeline(
+        provider=OfflineProvider(delay_seconds=0),
+        prover=None,
+        trust="trusted",
+        domain_map=domains.load(ROOT / "domain_map.yaml"),
+        sabotage_tries=1,
+        prompt_version="test",
+        serve_waiting_user=waiting.serve_waiting_user,
+    )
+    claimed = await run_pending(pool, pipeline)
+    assert [str(job.id) for job in claimed] == [job_id]
+    job = await read_job(client, keys, job_id)
+    assert (job["status"], job["user_id"], job["error"]) == ("awaiting_review", user_id, None)
+    assert (job["instance_id"], job["finished_at"]) == (None, None)
+    mission = await client.get(
+        f"/v1/qa/missions/{job['mission_id']}", headers=bearer(keys["qa_reviewer"])
+    )
+    assert (mission.json()["qa_status"], mission.json()["requested_by"]) == (
+        "awaiting_review",
+        user_id,
+    )
+    return job
+
+
+async def read_job(client: Client, keys: dict[Role, str], job_id: str) -> dict[str, Any]:
+    response = await client.get(f"/v1/jobs/{job_id}", headers=bearer(keys["candidate_app"]))
+    assert response.status_code == 200, response.text
+    job: dict[str, Any] = response.json()
+    return job
+
+
+async def test_approval_over_http_serves_the_waiting_user(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    reviewer = bearer(keys["qa_reviewer"])
+    job = await waiting_job(client, keys, pool, "ada")
+    other = await waiting_job(client, keys, pool, "bea")
+    mission = (await client.get(f"/v1/qa/missions/{job['mission_id']}", headers=reviewer)).json()
+
+    approved = await client.post(
+        f"/v1/qa/missions/{job['mission_id']}/approve", json={}, headers=reviewer
+    )
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["qa_status"] == "approved"
+
+    done = await read_job(client, keys, job["id"])
+    assert (done["status"], done["error"], done["mission_id"]) == (
+        "completed",
+        None,
+        job["mission_id"],
+    )
+    assert done["instance_id"] is not None
+    assert done["finished_at"].endswith("Z")
+    read = await client.get(
+        f"/v1/instances/{done['instance_id']}", headers=bearer(keys["candidate_app"])
+    )
+    assert read.status_code == 200, read.text
+    instance = read.json()
+    assert (instance["id"], instance["user_id"], instance["mission_id"]) == (
+        done["instance_id"],
+        "ada",
+        job["mission_id"],
+    )
+    assert (instance["track"], instance["domain"], instance["serve_number"]) == (
+        "marketing-manager",
+        "marketing-copy",
+        1,
+    )
+    # The candidate sees the sabotaged copy, never the gold or what was planted.
+    assert not {"gold_files", "bug_summary", "grader_hint", "proof"} & set(instance)
+    assert instance["files"] == mission["sabotaged_files"] | mission["test_files"]
+    assert instance["files"] != mission["gold_files"]
+    assert mission["bug_summary"]
+    assert not any(mission["bug_summary"] in text for text in instance["files"].values())
+    assert (await read_job(client, keys, other["id"])) == other, "another mission's job waits on"
+    after = (await client.get(f"/v1/qa/missions/{job['mission_id']}", headers=reviewer)).json()
+    assert after["serve_count"] == 1
+
+
+async def test_rejection_over_http_fails_the_waiting_job_with_the_reason(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    job = await waiting_job(client, keys, pool, "bob")
+    other = await waiting_job(client, keys, pool, "bea")
+    rejected = await client.post(
+        f"/v1/qa/missions/{job['mission_id']}/reject",
+        json={"reason": "the flaw is spelled out in the brief"},
+        headers=bearer(keys["qa_reviewer"]),
+    )
+    assert rejected.status_code == 200, rejected.text
+
+    failed = await read_job(client, keys, job["id"])
+    assert (failed["status"], failed["error"], failed["instance_id"]) == (
+        "failed",
+        "the mission was rejected in review: the flaw is spelled out in the brief",
+        None,
+    )
+    assert failed["finished_at"].endswith("Z")
+    served = await client.get("/v1/users/bob/instances", headers=bearer(keys["candidate_app"]))
+    assert served.json() == {"instances": []}
+    assert (await read_job(client, keys, other["id"])) == other, "another mission's job waits on"
+
+
+async def test_retirement_fails_only_a_job_still_waiting_for_review(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    reviewer = bearer(keys["qa_reviewer"])
+    served = await waiting_job(client, keys, pool, "cy")
+    waits = await waiting_job(client, keys, pool, "dee")
+    approved = await client.post(
+        f"/v1/qa/missions/{served['mission_id']}/approve", json={}, headers=reviewer
+    )
+    assert approved.status_code == 200, approved.text
+    completed = await read_job(client, keys, served["id"])
+    assert completed["status"] == "completed"
+
+    # An approved mission retired: its user's job was settled at approval and stays as it was.
+    retired = await client.post(
+        f"/v1/qa/missions/{served['mission_id']}/retire",
+        json={"reason": "seen online"},
+        headers=reviewer,
+    )
+    assert retired.status_code == 200, retired.text
+    assert await read_job(client, keys, served["id"]) == completed
+    assert await read_job(client, keys, waits["id"]) == waits
+    instance = await client.get(
+        f"/v1/instances/{completed['instance_id']}", headers=bearer(keys["candidate_app"])
+    )
+    assert (instance.status_code, instance.json()["user_id"]) == (200, "cy")
+
+    # A mission retired before approval will never be served: its waiting job fails.
+    before_approval = await client.post(
+        f"/v1/qa/missions/{waits['mission_id']}/retire",
+        json={"reason": "a duplicate of another"},
+        headers=reviewer,
+    )
+    assert before_approval.status_code == 200, before_approval.text
+    failed = await read_job(client, keys, waits["id"])
+    assert (failed["status"], failed["error"], failed["instance_id"]) == (
+        "failed",
+        "the mission was retired before approval: a duplicate of another",
+        None,
+    )

@@ -3,7 +3,6 @@ or fails with a reason a person understands; review settles the waiting user's j
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import asyncpg
@@ -11,21 +10,18 @@ import msgspec
 import pytest
 
 from core.domains import DomainMap, load
-from generation.dispatcher import Dispatcher
 from generation.offline import OfflineProvider
 from generation.pipeline import MissionPipeline
 from generation.provider import Provider
-from generation.sweeper import Sweeper
-from generation.worker import Worker
 from pool import waiting
 from qa.proof import Prover
 from qa.results import Trust
 from tests.support.jobs import enqueue, status_of
+from tests.support.pipelines import run_pending
 from tests.support.providers import BROKEN_GOLD, HARMLESS, OFF_BY_ONE, PRICES, Scripted
 from tests.support.proving import require
 
 ROOT = Path(__file__).resolve().parents[3]
-MINUTE = timedelta(minutes=1)
 
 
 def domain_map(**changes: object) -> DomainMap:
@@ -54,12 +50,7 @@ async def run_job(
         prompt_version="test",
         serve_waiting_user=waiting.serve_waiting_user,
     )
-    worker = Worker(pool, pipeline, name="pipeline-test", capacity=1)
-    sweeper = Sweeper(
-        pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
-    )
-    await Dispatcher(pool, worker, sweeper, global_cap=1, replenish_cap=1).run_once()
-    assert await worker.drain(grace_seconds=120)
+    await run_pending(pool, pipeline)
     return await pool.fetchrow("SELECT * FROM generation_jobs WHERE id = $1", job)
 
 
