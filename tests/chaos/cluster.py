@@ -19,8 +19,10 @@ from tests.support.server import Process, environment, free_port, spawn, wait_re
 
 START_WITHIN_SECONDS = 60
 # How a process may end on SIGTERM: uvicorn re-raises the signal once its graceful shutdown
-# is done, so an API process ends "killed by SIGTERM"; a worker returns 0.
+# is done, so an API process ends "killed by SIGTERM" after it logged that shutdown; a worker
+# returns 0.
 CLEAN_EXITS = {"api": {0, -signal.SIGTERM}, "worker": {0}}
+API_SHUT_DOWN = "Application shutdown complete."
 
 
 @dataclass
@@ -99,9 +101,11 @@ class Cluster:
         wrong with how it ended, if anything."""
         assert place.process is not None
         code = await asyncio.to_thread(place.process.stop, signal.SIGTERM, START_WITHIN_SECONDS)
-        if code in CLEAN_EXITS[place.role]:
+        graceful = place.role == "worker" or API_SHUT_DOWN in place.process.output()
+        if code in CLEAN_EXITS[place.role] and graceful:
             return None
-        return f"{place.name} (pid {place.pid}) exited with {code} on SIGTERM"
+        unfinished = "" if graceful else ", before its shutdown was complete"
+        return f"{place.name} (pid {place.pid}) exited with {code} on SIGTERM{unfinished}"
 
     async def stop_all(self) -> list[str]:
         """Stop every process still running; what was wrong with how they ended."""
