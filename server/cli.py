@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import math
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import uvicorn
 
@@ -24,6 +25,8 @@ from server.settings import Settings, SettingsError, from_environment
 from server.status import print_status
 
 log = logging.getLogger("warmpool")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -100,8 +103,23 @@ def _serve(settings: Settings, arguments: argparse.Namespace) -> int:
         # lifespan's shutdown (the worker's own grace, if this process runs one).
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
     )
-    uvicorn.Server(config).run()
+    _Server(config).run()
     return 0
+
+
+class _Server(uvicorn.Server):
+    """After its graceful shutdown on SIGTERM or SIGINT, uvicorn raises the signal again, which
+    ends the process before its exit handlers run: the embedded PostgreSQL would be left
+    running. This server catches the same signals and returns, and the process exits 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        previous = {signum: signal.signal(signum, self.handle_exit) for signum in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def _worker(settings: Settings, _: argparse.Namespace) -> int:
@@ -115,7 +133,7 @@ async def _run_worker(settings: Settings) -> None:
     # once it has started, rather than killing it halfway.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, stop.set)
     domain_map = domains.load(settings.domain_map)
     url = await database.resolve_url(settings)

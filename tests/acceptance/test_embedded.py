@@ -1,18 +1,27 @@
 """The embedded default: with no database URL, warmpool starts its own PostgreSQL in the data
-folder, keeps the data across restarts, and stops the server when it exits."""
+folder, keeps the data across restarts, and stops the server when it exits; its first start
+prints one API key per role, once."""
 
 from __future__ import annotations
 
+import contextlib
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
+import psutil
 import pytest
 
-from tests.support.server import environment
+from server.auth import ROLES, Role
+from tests.support.server import Process, environment, free_port, spawn, wait_ready
 
 pytestmark = pytest.mark.slow
 
@@ -35,13 +44,23 @@ async def main():
 asyncio.run(main())
 """
 
+# What `serve` prints on the first start: a heading, then one "  <role> <key>" line per role.
+KEY = re.compile(r"wp_[A-Za-z0-9_-]{32,}")
+KEY_LINE = re.compile(rf"^\s*(?P<role>{'|'.join(ROLES)})\s+(?P<key>{KEY.pattern})\s*$", re.M)
+# What uvicorn logs at the end of its graceful shutdown, after which it may re-raise SIGTERM.
+SHUT_DOWN = "Application shutdown complete."
 
-def start(data_dir: Path) -> str:
+
+def embedded_environment(data_dir: Path) -> dict[str, str]:
     env = environment("unused", {"WARMPOOL_DATA_DIR": str(data_dir)})
     del env["WARMPOOL_DATABASE_URL"]
+    return env
+
+
+def start(data_dir: Path) -> str:
     done = subprocess.run(
         [sys.executable, "-c", START],
-        env=env,
+        env=embedded_environment(data_dir),
         capture_output=True,
         text=True,
         timeout=120,
@@ -51,6 +70,30 @@ def start(data_dir: Path) -> str:
     return done.stdout
 
 
+def postgres_processes(pgdata: Path) -> list[psutil.Process]:
+    """The postmaster serving `pgdata` (its command line names the folder), and its children."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if cmdline and Path(cmdline[0]).name == "postgres" and str(pgdata) in cmdline:
+            found.append(process)
+            with contextlib.suppress(psutil.NoSuchProcess):  # it may be exiting right now
+                found.extend(process.children(recursive=True))
+    return found
+
+
+def stop_postgres(pgdata: Path) -> None:
+    """A fast shutdown of whatever PostgreSQL still serves `pgdata`, so none outlives its test."""
+    processes = postgres_processes(pgdata)
+    if processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            processes[0].send_signal(signal.SIGINT)  # the postmaster: a fast shutdown
+    _, alive = psutil.wait_procs(processes, timeout=10)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+
+
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
     # Under /tmp, not pytest's private tmp_path: as root, the embedded server runs as its own
@@ -58,6 +101,7 @@ def data_dir() -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="warmpool-embedded-"))
     folder.chmod(0o755)
     yield folder / "data"
+    stop_postgres((folder / "data").resolve() / "pgdata")
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -72,3 +116,84 @@ def test_the_embedded_database_starts_keeps_its_data_and_stops(data_dir: Path) -
     second = start(data_dir)
     assert "keys 0" in second, "the data, keys included, survived the restart"
     assert not (pgdata / "postmaster.pid").exists()
+
+
+# A request for each role that its key may make, and the statuses that answer it.
+ROLE_CHECKS: dict[Role, tuple[str, str, dict[str, str] | None, set[int]]] = {
+    "candidate_app": (
+        "POST",
+        "/v1/serve",
+        {"user_id": "first-start", "track": "marketing-manager"},
+        {200, 202},
+    ),
+    "qa_reviewer": ("GET", "/v1/qa/missions", None, {200}),
+    "admin": ("GET", "/v1/queue", None, {200}),
+}
+
+
+@contextmanager
+def serving(data_dir: Path, log: Path) -> Iterator[tuple[httpx.Client, Process]]:
+    """The real `warmpool serve` on the embedded default, once it is ready."""
+    port = free_port()
+    arguments = [sys.executable, "-m", "server", "serve", "--port", str(port)]
+    process = spawn(arguments, embedded_environment(data_dir), log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process)
+        with httpx.Client(base_url=url, timeout=10) as client:
+            yield client, process
+    finally:
+        process.stop()
+
+
+def printed_keys(output: str) -> dict[Role, str]:
+    lines = KEY_LINE.findall(output)
+    assert sorted(role for role, _ in lines) == sorted(ROLES), f"one key per role:\n{output}"
+    keys = {role: key for role in ROLES for printed, key in lines if printed == role}
+    assert sorted(KEY.findall(output)) == sorted(keys.values()), "each key shows once, unlogged"
+    return keys
+
+
+def check_keys(client: httpx.Client, keys: dict[Role, str]) -> None:
+    for role, (method, path, body, statuses) in ROLE_CHECKS.items():
+        answer = client.request(method, path, json=body, headers=bearer(keys[role]))
+        assert answer.status_code in statuses, f"{role} key on {path}: {answer.text}"
+
+
+def stop_cleanly(process: Process, pgdata: Path) -> None:
+    """SIGTERM: a graceful shutdown, exit code 0, and the embedded PostgreSQL stops with it."""
+    returncode = process.stop(signal.SIGTERM)
+    output = process.output()
+    assert returncode == 0, output
+    assert SHUT_DOWN in output, output
+    assert "Traceback" not in output, output
+    deadline = time.monotonic() + 5
+    while postgres_processes(pgdata) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [postgres.pid for postgres in postgres_processes(pgdata)]
+    assert not left, f"the embedded PostgreSQL outlived warmpool (pids {left})"
+    assert not (pgdata / "postmaster.pid").exists()
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_serve_prints_one_key_per_role_on_its_first_start_only(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    pgdata = data_dir.resolve() / "pgdata"  # as the product names it
+    with serving(data_dir, tmp_path / "first.log") as (client, process):
+        keys = printed_keys(process.output())
+        check_keys(client, keys)
+        for role in ("candidate_app", "qa_reviewer"):
+            assert client.get("/v1/queue", headers=bearer(keys[role])).status_code == 403, role
+        made_up = "wp_" + "x" * 43
+        assert client.get("/v1/queue", headers=bearer(made_up)).status_code == 401
+        assert postgres_processes(pgdata), "the embedded PostgreSQL serves the data folder"
+        stop_cleanly(process, pgdata)
+
+    with serving(data_dir, tmp_path / "second.log") as (client, process):
+        check_keys(client, keys)
+        stop_cleanly(process, pgdata)
+    assert not KEY.findall(process.output()), "keys are printed on the first start only"
