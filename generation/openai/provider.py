@@ -125,8 +125,14 @@ class OpenAIProvider:
                 except openai.APIError as error:
                     failure = classify(error, self._timeout_seconds)
                     record.outcome, record.error = failure.outcome, failure.message
+                    if failure.may_have_billed:
+                        # The ledger is the truth about money, and the budget counts it: a
+                        # call whose cost is unknown is booked at its ceiling.
+                        ceiling = worst_case_cost_usd(self._price, 1)
+                        record.cost_usd = ceiling
+                        record.error += f"; booked at its ceiling of ${ceiling.normalize():f}"
                     if not failure.retryable:
-                        raise ProviderError(failure.message) from error
+                        raise ProviderError(record.error) from error
                     log.info(
                         "%s call, try %d, not billed: %s",
                         purpose,

@@ -20,7 +20,7 @@ from generation.drafts import MissionDraft, SabotageDraft
 from generation.ledger import JobLost, Ledger
 from generation.openai import prices
 from generation.openai.failures import RetryPolicy
-from generation.openai.provider import OpenAIProvider
+from generation.openai.provider import OpenAIProvider, worst_case_cost_usd
 from generation.provider import ProviderError
 from tests.support.openai_stub import (
     ANSWERS,
@@ -189,25 +189,32 @@ async def test_an_unusable_answer_fails_the_call_and_still_counts_its_tokens(
     assert row["cost_usd"] == PRICE.cost(*USAGE["mission"])
 
 
+# A call that may have billed, with no usage to say how much, is booked at its ceiling.
+CEILING = worst_case_cost_usd(PRICE, 1)
+BOOKED = f"; booked at its ceiling of ${CEILING.normalize():f}"
+
+
 @pytest.mark.parametrize(
-    ("behaviour", "outcome", "message"),
+    ("behaviour", "outcome", "message", "cost"),
     [
         (
             "server_error",
             "failed",
             "the model API answered 500 Internal Server Error (The server had an error while "
-            "processing your request.); not retried, since it may have billed",
+            "processing your request.); not retried, since it may have billed" + BOOKED,
+            CEILING,
         ),
         (
             "quota",
             "unbilled",
             "the OpenAI account's quota is used up (429 insufficient_quota): add credit or "
             "raise its spending limit",
+            0,
         ),
     ],
 )
 async def test_a_failure_that_may_have_billed_or_cannot_pass_is_tried_once(
-    harness: Harness, behaviour: Behaviour, outcome: str, message: str
+    harness: Harness, behaviour: Behaviour, outcome: str, message: str, cost: Decimal
 ) -> None:
     harness.stub.plan(behaviour, "ok")
     with pytest.raises(ProviderError) as raised:
@@ -221,7 +228,7 @@ async def test_a_failure_that_may_have_billed_or_cannot_pass_is_tried_once(
         outcome,
         message,
         0,
-        0,
+        cost,
     )
 
 
@@ -233,11 +240,12 @@ async def test_a_timeout_is_not_retried(harness: Harness) -> None:
         await harness.write_mission()
 
     assert str(raised.value) == (
-        "the model API did not answer within 0.5 s; not retried, since it may have billed"
+        "the model API did not answer within 0.5 s; not retried, since it may have billed" + BOOKED
     )
     assert len(harness.stub.received) == 1
     assert harness.waits == []
-    assert await harness.outcomes() == ["failed"]
+    [row] = await harness.rows()
+    assert (row["outcome"], row["input_tokens"], row["cost_usd"]) == ("failed", 0, CEILING)
 
 
 async def test_a_rate_limit_is_retried_after_a_backoff_and_each_try_is_a_row(

@@ -20,7 +20,7 @@ from core.domains import load
 from generation.dispatcher import Dispatcher
 from generation.openai import prices
 from generation.openai.failures import RetryPolicy
-from generation.openai.provider import OpenAIProvider
+from generation.openai.provider import OpenAIProvider, worst_case_cost_usd
 from generation.pipeline import MissionPipeline
 from generation.sweeper import Sweeper
 from generation.worker import Worker
@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[3]
 MODEL = "gpt-4o-mini"
 MINUTE = timedelta(minutes=1)
 BODY = {"user_id": "ada", "track": "backend-engineer"}
+# How long a `slow` answer of the stub takes.
+STUB_DELAY_SECONDS = 2.0
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,13 @@ def stub() -> Iterator[OpenAIStub]:
 
 
 @pytest.fixture
-async def provider(stub: OpenAIStub) -> AsyncIterator[OpenAIProvider]:
+def timeout_seconds() -> float:
+    """The provider's request timeout; a test parametrized with `timeout_seconds` overrides it."""
+    return 10
+
+
+@pytest.fixture
+async def provider(stub: OpenAIStub, timeout_seconds: float) -> AsyncIterator[OpenAIProvider]:
     stub.reset()
 
     async def no_wait(_: float) -> None:
@@ -58,7 +66,7 @@ async def provider(stub: OpenAIStub) -> AsyncIterator[OpenAIProvider]:
         base_url=stub.base_url,
         model=MODEL,
         prices=prices.load(),
-        timeout_seconds=10,
+        timeout_seconds=timeout_seconds,
         retry=RetryPolicy(max_tries=3, first_delay_seconds=1, sleep=no_wait),
     )
     yield provider
@@ -137,13 +145,15 @@ async def test_a_job_becomes_a_proven_mission_and_its_spend_matches_the_stub(
 
 
 @pytest.mark.parametrize(
-    ("behaviour", "error", "outcome"),
+    ("behaviour", "error", "outcome", "timeout_seconds"),
     [
-        ("server_error", "answered 500", "failed"),
-        ("malformed", "malformed", "malformed"),
-        ("refusal", "refused", "refused"),
-        ("truncated", "cut off", "malformed"),
-        ("quota", "quota", "unbilled"),
+        ("server_error", "answered 500", "failed", 10),
+        ("malformed", "malformed", "malformed", 10),
+        ("refusal", "refused", "refused", 10),
+        ("truncated", "cut off", "malformed", 10),
+        ("quota", "quota", "unbilled", 10),
+        # The stub answers after STUB_DELAY_SECONDS, long after the provider stopped waiting.
+        ("slow", "did not answer within 0.5 s", "failed", 0.5),
     ],
 )
 async def test_every_failure_mode_ends_the_job_with_a_clear_error(
@@ -158,6 +168,7 @@ async def test_every_failure_mode_ends_the_job_with_a_clear_error(
     outcome: str,
 ) -> None:
     require(prover, "python", "untrusted")
+    stub.delay_seconds = STUB_DELAY_SECONDS
     stub.plan(behaviour)
     created = await post_job(client, keys, behaviour)
     await generate(pool, prover, provider)
@@ -168,9 +179,20 @@ async def test_every_failure_mode_ends_the_job_with_a_clear_error(
     ).json()
     assert job["status"] == "failed"
     assert error in job["error"].lower(), job["error"]
-    outcomes = [
-        row["outcome"] for row in await pool.fetch("SELECT outcome FROM llm_calls ORDER BY id")
-    ]
-    assert outcomes == [outcome]
+    calls = await pool.fetch("SELECT outcome, error FROM llm_calls ORDER BY id")
+    assert [call["outcome"] for call in calls] == [outcome]
+    assert calls[0]["error"] == job["error"]
+    assert len(stub.received) == 1, "not tried again"
     assert job["spend"]["llm_calls"] == 1
+    # An answer that came back is paid at the usage it reports; a 500 or a timeout may have
+    # billed, with nothing to say how much, so it is booked at the call's ceiling; a refusal
+    # for an exhausted quota billed nothing.
+    costs = {
+        "malformed": priced("mission"),
+        "refused": priced("mission"),
+        "failed": float(worst_case_cost_usd(prices.load().for_model(MODEL), 1)),
+        "unbilled": 0,
+    }
+    assert job["spend"]["cost_usd"] == pytest.approx(costs[outcome])
+    assert ("booked at its ceiling" in job["error"]) == (outcome == "failed"), job["error"]
     assert await pool.fetchval("SELECT count(*) FROM missions") == 0

@@ -8,8 +8,9 @@ from pathlib import Path
 import asyncpg
 import msgspec
 import pytest
+import yaml
 
-from core.domains import DomainMap, load
+from core.domains import DomainMap, load, parse
 from generation.offline import OfflineProvider
 from generation.pipeline import MissionPipeline
 from generation.provider import Provider
@@ -18,7 +19,14 @@ from qa.proof import Prover
 from qa.results import Trust
 from tests.support.jobs import enqueue, status_of
 from tests.support.pipelines import run_pending
-from tests.support.providers import BROKEN_GOLD, HARMLESS, OFF_BY_ONE, PRICES, Scripted
+from tests.support.providers import (
+    BREAKS_ONE,
+    BROKEN_GOLD,
+    HARMLESS,
+    OFF_BY_ONE,
+    PRICES,
+    Scripted,
+)
 from tests.support.proving import require
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,6 +36,13 @@ def domain_map(**changes: object) -> DomainMap:
     shipped = load(ROOT / "domain_map.yaml")
     backend = msgspec.structs.replace(shipped.domains["python-backend"], **changes)
     return msgspec.structs.replace(shipped, domains=shipped.domains | {"python-backend": backend})
+
+
+def edited_map(**backend: object) -> DomainMap:
+    """The shipped map as an operator would edit it: keys added to python-backend's entry."""
+    document = yaml.safe_load((ROOT / "domain_map.yaml").read_text(encoding="utf-8"))
+    document["domains"]["python-backend"].update(backend)
+    return parse(document, "domain_map.yaml, edited")
 
 
 async def run_job(
@@ -166,6 +181,39 @@ async def test_a_bug_that_breaks_nothing_is_planted_again_then_the_job_fails(
     assert "broke nothing" in job["error"]
     assert await ledger(pool, job["id"]) == ["generate:ok"] + ["sabotage:ok"] * 3, "each try billed"
     assert await pool.fetchval("SELECT count(*) FROM missions") == 0
+
+
+async def test_a_bug_that_breaks_only_some_tests_is_refused_by_default(
+    pool: asyncpg.Pool, prover: Prover
+) -> None:
+    require(prover, "python", "trusted")
+    domains = domain_map()
+    assert domains.domains["python-backend"].sabotage_must_fail == "all", "the default"
+    job = await run_job(pool, prover, Scripted(PRICES, [BREAKS_ONE]), user=None, domains=domains)
+    assert job["status"] == "failed"
+    assert job["error"] == (
+        "no planted bug passed its proof in 3 tries; the last: the planted bug broke only 1 of "
+        "2 tests (every test must fail); still passing or skipped: test_basket.py::test_one_item"
+    )
+    assert await ledger(pool, job["id"]) == ["generate:ok"] + ["sabotage:ok"] * 3, "planted again"
+    assert await pool.fetchval("SELECT count(*) FROM missions") == 0
+
+
+async def test_a_domain_that_needs_one_failing_test_accepts_a_bug_that_breaks_only_some(
+    pool: asyncpg.Pool, prover: Prover
+) -> None:
+    require(prover, "python", "trusted")
+    domains = edited_map(sabotage_must_fail="at_least_one")
+    job = await run_job(pool, prover, Scripted(PRICES, [BREAKS_ONE]), user=None, domains=domains)
+    assert (job["status"], job["error"]) == ("completed", None)
+    mission = await pool.fetchrow("SELECT * FROM missions WHERE id = $1", job["mission_id"])
+    assert mission["sabotaged_files"] == BREAKS_ONE.sabotaged_files
+    [only_try] = mission["proof"]["sabotage_tries"]
+    assert (only_try["total"], only_try["failed"], only_try["passed"]) == (2, 1, 1)
+    assert mission["proof"]["verdict"] == (
+        "the planted bug broke 1 of 2 tests (at least one must fail)"
+    )
+    assert await ledger(pool, job["id"]) == ["generate:ok", "sabotage:ok"], "planted once"
 
 
 async def test_a_second_identical_mission_is_discarded(pool: asyncpg.Pool, prover: Prover) -> None:
