@@ -163,14 +163,16 @@ SELECT DISTINCT worker_id FROM generation_jobs
 WHERE status = 'generating' AND worker_id LIKE $1::text || ':%';
 
 -- name: jobs_delete_finished_before
--- Retention, in small batches so no long lock or bloat burst. Ledger rows stay.
+-- Retention, in small batches so no long lock or bloat burst. Ledger rows stay. The batch's
+-- ids as an array, so each row is deleted by primary key (`id IN (subquery)` is planned as a
+-- semi-join that reads the whole table for every batch).
 DELETE FROM generation_jobs
-WHERE id IN (
+WHERE id = ANY(ARRAY(
     SELECT id FROM generation_jobs
     WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1::timestamptz
     ORDER BY finished_at
     LIMIT $2::int
-);
+));
 
 -- name: llm_call_start_if_generating
 -- A model call may start only while its job is still generating under this attempt. The row

@@ -1,0 +1,361 @@
+"""The claim and count queries read generation_jobs through the partial indexes on its live
+rows only, however much finished history the table holds (migration 0001).
+
+The plans are the ones Postgres runs: auto_explain logs each executed statement's plan to this
+session, nested ones included, so the claim's statement inside its plpgsql function
+(migration 0007) is checked as it is, and so is what the budget function inlines into it.
+Each plan is checked as a custom plan and as the generic plan that a prepared statement, or a
+function's statement, settles on after five runs. Statements that write run in a transaction
+that is rolled back, so every test sees the same table.
+"""
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+import pytest
+
+from core.sql import Queries
+from generation.queue import FAIR_SHARE_STEP
+from server.settings import Settings
+from tests.support import postgres
+from tests.support.jobs import LIMITS
+
+queries = Queries("generation")
+NOW = datetime(2025, 3, 1, 12, tzinfo=UTC)
+FINISHED_JOBS = 40_000
+SETTINGS = Settings()
+HEARTBEAT_TIMEOUT = timedelta(seconds=SETTINGS.heartbeat_timeout_seconds)
+STUCK_AFTER = timedelta(seconds=SETTINGS.stuck_after_seconds)
+PENDING_EXPIRY = timedelta(seconds=SETTINGS.pending_expiry_seconds)
+
+PENDING = "generation_jobs_pending"
+GENERATING = "generation_jobs_generating"
+ACTIVE_PER_USER = "generation_jobs_active_per_user"
+FINISHED = "generation_jobs_finished"
+PRIMARY_KEY = "generation_jobs_pkey"
+
+LIVE_INDEXES = {
+    PENDING: "(status = 'pending'::text)",
+    GENERATING: "(status = 'generating'::text)",
+    ACTIVE_PER_USER: (
+        "(status = ANY (ARRAY['pending'::text, 'generating'::text, 'awaiting_review'::text]))"
+    ),
+}
+
+plan_modes = pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
+
+
+@pytest.fixture(scope="module")
+async def history(postgres_server: str, template: str) -> AsyncIterator[str]:
+    """A database whose generation_jobs holds a week of finished jobs and a few live ones."""
+    name, url = await postgres.create_database(postgres_server, template)
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute(
+            """INSERT INTO generation_jobs (lane, user_id, track, domain, status, attempt,
+                   worker_id, created_at, fair_time, started_at, heartbeat_at, finished_at,
+                   mission_id)
+               SELECT lane, CASE WHEN lane = 'interactive' THEN 'user-' || n % 500 END,
+                      CASE WHEN lane = 'interactive' THEN 'backend-engineer' END,
+                      (ARRAY['python-backend', 'sql-data'])[n % 2 + 1],
+                      (ARRAY['completed', 'completed', 'failed', 'cancelled'])[n % 4 + 1], 1,
+                      'box:' || n % 40, at, at, at, at + interval '1 minute',
+                      at + interval '2 minutes', CASE WHEN n % 4 < 2 THEN n END
+               FROM generate_series(1, $2::int) n,
+                    LATERAL (SELECT CASE WHEN n % 3 = 0 THEN 'interactive' ELSE 'replenish' END
+                                        AS lane,
+                                    $1::timestamptz - n * interval '15 seconds' AS at) job""",
+            NOW,
+            FINISHED_JOBS,
+        )
+        await connection.execute(
+            """INSERT INTO generation_jobs (lane, user_id, track, domain, status, attempt,
+                   worker_id, created_at, fair_time, started_at, heartbeat_at, mission_id)
+               VALUES
+               -- Waiting, one of them for longer than the pending expiry.
+               ('interactive', 'user-1', 'backend-engineer', 'python-backend', 'pending', 0,
+                NULL, $1::timestamptz - interval '2 hours', $1 - interval '2 hours', NULL, NULL,
+                NULL),
+               ('interactive', 'user-2', 'backend-engineer', 'python-backend', 'pending', 0,
+                NULL, $1 - interval '1 minute', $1 - interval '1 minute', NULL, NULL, NULL),
+               ('interactive', 'user-2', 'backend-engineer', 'python-backend', 'pending', 0,
+                NULL, $1 - interval '1 minute', $1, NULL, NULL, NULL),
+               ('replenish', NULL, NULL, 'python-backend', 'pending', 0,
+                NULL, $1 - interval '5 minutes', $1 - interval '5 minutes', NULL, NULL, NULL),
+               ('replenish', NULL, NULL, 'sql-data', 'pending', 1,
+                NULL, $1 - interval '3 minutes', $1 - interval '3 minutes', NULL, NULL, NULL),
+               ('replenish', NULL, NULL, 'sql-data', 'pending', 0,
+                NULL, $1 - interval '1 minute', $1 - interval '1 minute', NULL, NULL, NULL),
+               -- In flight: healthy, silent past the heartbeat timeout, and stuck.
+               ('interactive', 'user-3', 'backend-engineer', 'python-backend', 'generating', 1,
+                'box:7', $1 - interval '2 minutes', $1 - interval '2 minutes',
+                $1 - interval '1 minute', $1 - interval '5 seconds', NULL),
+               ('replenish', NULL, NULL, 'python-backend', 'generating', 1,
+                'box:7', $1 - interval '3 minutes', $1 - interval '3 minutes',
+                $1 - interval '2 minutes', $1 - interval '10 seconds', NULL),
+               ('replenish', NULL, NULL, 'sql-data', 'generating', 2,
+                'box:9', $1 - interval '9 minutes', $1 - interval '9 minutes',
+                $1 - interval '8 minutes', $1 - interval '7 minutes', NULL),
+               ('replenish', NULL, NULL, 'sql-data', 'generating', 1,
+                'box:7', $1 - interval '1 hour', $1 - interval '1 hour',
+                $1 - interval '50 minutes', $1 - interval '5 seconds', NULL),
+               -- Waiting on a review.
+               ('interactive', 'user-4', 'backend-engineer', 'python-backend', 'awaiting_review',
+                1, 'box:7', $1 - interval '30 minutes', $1 - interval '30 minutes',
+                $1 - interval '29 minutes', $1 - interval '25 minutes', 900001),
+               ('interactive', 'user-5', 'backend-engineer', 'sql-data', 'awaiting_review',
+                1, 'box:9', $1 - interval '20 minutes', $1 - interval '20 minutes',
+                $1 - interval '19 minutes', $1 - interval '15 minutes', 900002)""",
+            NOW,
+        )
+        await connection.execute("ANALYZE generation_jobs")
+    finally:
+        await connection.close()
+    yield url
+    await postgres.drop_database(postgres_server, name)
+
+
+Run = Callable[[asyncpg.Connection], Awaitable[Any]]
+
+
+async def executed_plans(url: str, plan_mode: str, run: Run) -> tuple[Any, list[dict[str, Any]]]:
+    """What `run` returns, and the plan of every statement it executed that reads
+    generation_jobs, as auto_explain logged them; its writes are rolled back."""
+    logged: list[asyncpg.PostgresLogMessage] = []
+    connection = await asyncpg.connect(url)
+    try:
+        connection.add_log_listener(lambda _connection, message: logged.append(message))
+        await connection.execute("LOAD 'auto_explain'")
+        await connection.execute(
+            f"""SET plan_cache_mode = {plan_mode};
+                SET auto_explain.log_min_duration = 0;
+                SET auto_explain.log_nested_statements = on;
+                SET auto_explain.log_format = json;
+                SET client_min_messages = log"""
+        )
+        transaction = connection.transaction()
+        await transaction.start()
+        try:
+            result = await run(connection)
+        finally:
+            await transaction.rollback()
+    finally:
+        await connection.close()
+    plans = []
+    for message in logged:
+        if message.message.startswith("duration:") and "\n" in message.message:
+            plan = json.loads(message.message.split("\n", 1)[1])
+            if any(node.get("Relation Name") == "generation_jobs" for node in nodes(plan["Plan"])):
+                plans.append(plan)
+    assert plans, f"auto_explain logged no plan that reads generation_jobs: {logged}"
+    return result, plans
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def reads_of_jobs(plan: dict[str, Any]) -> set[str]:
+    """How a plan reads generation_jobs: the index of each scan, or the scan's node type
+    ("Seq Scan", ...) when it goes through none."""
+    reads = set()
+    for node in nodes(plan):
+        if node.get("Relation Name") != "generation_jobs" or node["Node Type"] == "ModifyTable":
+            continue
+        if "Index Name" in node:
+            reads.add(node["Index Name"])
+        elif node["Node Type"] == "Bitmap Heap Scan":
+            reads |= {child["Index Name"] for child in nodes(node) if "Index Name" in child}
+        else:
+            reads.add(node["Node Type"])
+    return reads
+
+
+def part(plan: dict[str, Any], name: str) -> dict[str, Any]:
+    """The subtree that computes one materialized CTE ("CTE depth") or sub-plan."""
+    found = [node for node in nodes(plan) if node.get("Subplan Name") == name]
+    assert len(found) == 1, f"no single {name!r} in the plan:\n{json.dumps(plan, indent=1)}"
+    return found[0]
+
+
+def check(
+    plans: list[dict[str, Any]], *, only: set[str], parts: dict[str, set[str]] | None = None
+) -> None:
+    """Every statement reads generation_jobs through the indexes in `only`, and each named
+    part of a statement through exactly its own."""
+    reads = set().union(*(reads_of_jobs(plan["Plan"]) for plan in plans))
+    shown = "\n".join(json.dumps(plan, indent=1) for plan in plans)
+    assert reads, shown
+    assert reads <= only, f"generation_jobs read through {reads - only}:\n{shown}"
+    for name, indexes in (parts or {}).items():
+        found = [
+            reads_of_jobs(part(plan["Plan"], name))
+            for plan in plans
+            if any(node.get("Subplan Name") == name for node in nodes(plan["Plan"]))
+        ]
+        assert found == [indexes], f"{name} reads generation_jobs through {found}:\n{shown}"
+
+
+@plan_modes
+async def test_the_claim_counts_in_flight_and_picks_candidates_from_the_live_rows(
+    history: str, plan_mode: str
+) -> None:
+    claimed, plans = await executed_plans(
+        history,
+        plan_mode,
+        lambda connection: connection.fetch(
+            queries["job_claim_within_cap"],
+            3,
+            10,
+            5,
+            "box:11",
+            NOW,
+            # With a budget, so the claim also sums the reservations of the jobs in flight.
+            Decimal(100),
+            Decimal(1),
+            Decimal(10),
+        ),
+    )
+
+    assert [row["lane"] for row in claimed] == ["interactive", "interactive", "interactive"]
+    check(
+        plans,
+        # The claimed rows are updated by id: through the primary key, or through the pending
+        # index when the planner finds it as cheap.
+        only={GENERATING, PENDING, PRIMARY_KEY},
+        parts={
+            # The in-flight count and the budget's outstanding reservations.
+            "CTE room": {GENERATING},
+            "CTE interactive": {PENDING},
+            "CTE replenish": {PENDING},
+        },
+    )
+
+
+@plan_modes
+async def test_the_enqueue_counts_the_pending_depth_and_the_users_active_jobs_from_the_live_rows(
+    history: str, plan_mode: str
+) -> None:
+    row, plans = await executed_plans(
+        history,
+        plan_mode,
+        lambda connection: connection.fetchrow(
+            queries["job_insert_within_limits"],
+            "interactive",
+            "user-2",
+            "backend-engineer",
+            "python-backend",
+            LIMITS.user_cap,
+            LIMITS.max_pending,
+            FAIR_SHARE_STEP,
+            NOW,
+            LIMITS.replenish_max_pending,
+        ),
+    )
+
+    assert (row["active_jobs"], row["pending"]) == (2, 6)
+    assert row["job_id"] is not None
+    check(
+        plans,
+        only={PENDING, ACTIVE_PER_USER},
+        parts={"CTE depth": {PENDING}, "CTE active": {ACTIVE_PER_USER}},
+    )
+
+
+@plan_modes
+async def test_the_sweeper_finds_stale_and_stuck_generations_among_the_live_rows(
+    history: str, plan_mode: str
+) -> None:
+    swept, plans = await executed_plans(
+        history,
+        plan_mode,
+        lambda connection: connection.fetch(
+            queries["jobs_fail_if_stale"], HEARTBEAT_TIMEOUT, STUCK_AFTER, NOW
+        ),
+    )
+
+    assert sorted(row["worker_id"] for row in swept) == ["box:7", "box:9"]
+    # The rows the selection found are then updated by id.
+    check(plans, only={GENERATING, PRIMARY_KEY}, parts={})
+    assert GENERATING in set().union(*(reads_of_jobs(plan["Plan"]) for plan in plans))
+
+
+@plan_modes
+async def test_the_sweeper_expires_pending_jobs_from_the_live_rows(
+    history: str, plan_mode: str
+) -> None:
+    expired, plans = await executed_plans(
+        history,
+        plan_mode,
+        lambda connection: connection.fetch(
+            queries["jobs_fail_if_pending_expired"], PENDING_EXPIRY, NOW
+        ),
+    )
+
+    assert len(expired) == 1
+    check(plans, only={PENDING})
+
+
+@plan_modes
+async def test_the_queue_stats_count_from_the_live_rows(history: str, plan_mode: str) -> None:
+    lanes, plans = await executed_plans(
+        history, plan_mode, lambda connection: connection.fetch(queries["queue_stats"], NOW)
+    )
+
+    assert [(row["lane"], row["pending"], row["generating"]) for row in lanes] == [
+        ("interactive", 3, 1),
+        ("replenish", 3, 3),
+    ]
+    check(plans, only={PENDING, GENERATING})
+
+
+@plan_modes
+async def test_a_starting_worker_finds_its_dead_processes_jobs_among_the_live_rows(
+    history: str, plan_mode: str
+) -> None:
+    async def reconcile(connection: asyncpg.Connection) -> list[asyncpg.Record]:
+        workers = await connection.fetch(queries["workers_generating_on_host"], "box")
+        assert sorted(row["worker_id"] for row in workers) == ["box:7", "box:9"]
+        return await connection.fetch(queries["jobs_fail_if_owned_by_dead_process"], ["box:9"])
+
+    failed, plans = await executed_plans(history, plan_mode, reconcile)
+
+    assert len(failed) == 1
+    check(plans, only={GENERATING})
+
+
+@plan_modes
+async def test_retention_deletes_a_batch_by_primary_key_whatever_the_tables_size(
+    history: str, plan_mode: str
+) -> None:
+    deleted, plans = await executed_plans(
+        history,
+        plan_mode,
+        lambda connection: connection.execute(
+            queries["jobs_delete_finished_before"], NOW - timedelta(days=3), 500
+        ),
+    )
+
+    assert deleted == "DELETE 500"
+    # Not once per batch through the whole table: the oldest by their finish, then by id.
+    check(plans, only={FINISHED, PRIMARY_KEY})
+    assert {FINISHED, PRIMARY_KEY} <= set().union(*(reads_of_jobs(p["Plan"]) for p in plans))
+
+
+async def test_the_indexes_these_plans_go_through_hold_the_live_rows_only(history: str) -> None:
+    connection = await asyncpg.connect(history)
+    try:
+        predicates = await connection.fetch(
+            """SELECT indexrelid::regclass::text AS name, pg_get_expr(indpred, indrelid) AS rows
+               FROM pg_index WHERE indexrelid::regclass::text = ANY($1::text[])""",
+            list(LIVE_INDEXES),
+        )
+    finally:
+        await connection.close()
+    assert {row["name"]: row["rows"] for row in predicates} == LIVE_INDEXES
