@@ -269,6 +269,8 @@ class Chaos:
             problems.append(f"the API accepted {len(load.accepted)} of {s.jobs} jobs")
         if not 0 < self.sampler.highest <= s.global_cap:
             problems.append(f"{self.sampler.highest} jobs in flight at most, cap {s.global_cap}")
+        if self.kills and not any(kill.held for kill in self.kills):
+            problems.append("no kill caught a worker holding jobs: no reclaim was seen")
         for kill in self.kills:
             seconds = kill.reclaim.seconds
             if seconds is None or seconds > s.reclaim_bound:

@@ -38,7 +38,12 @@ class Report:
     problems: list[str]
 
     def reclaim_seconds(self) -> list[float]:
-        return [kill.reclaim.seconds for kill in self.kills if kill.reclaim.seconds is not None]
+        """Of the kills that caught a worker holding jobs: one holding none is reclaimed at once."""
+        return [
+            kill.reclaim.seconds
+            for kill in self.kills
+            if kill.held and kill.reclaim.seconds is not None
+        ]
 
     def summary(self) -> str:
         s, v = self.scenario, self.verdict
