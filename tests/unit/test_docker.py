@@ -1,15 +1,23 @@
 """The Docker deployment as written: the compose file parses and wires PostgreSQL, a one-shot
 migration, two API processes and two workers, each with a health check, and workers get
-longer than their shutdown grace to stop."""
+longer than their shutdown grace to stop; what the image's build stage copies installs as a
+wheel holding every file of warmpool's packages (SQL, prompts, templates, the catalog)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-DOCKER = Path(__file__).resolve().parents[2] / "docker"
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "docker"
+PACKAGES = ("core", "server", "generation", "qa", "pool")
 
 
 def services(name: str) -> dict[str, Any]:
@@ -62,3 +70,43 @@ def test_the_image_runs_as_an_unprivileged_user_with_no_build_tools() -> None:
     [install] = [line for line in final.splitlines() if "apt-get install" in line]
     assert install.split("--no-install-recommends")[1].split() == ["nodejs", "bubblewrap", "\\"]
     assert "USER warmpool" in final
+
+
+def builder_copies() -> list[str]:
+    """What the Dockerfile's build stage copies from the repository."""
+    copied = []
+    for line in (DOCKER / "Dockerfile").read_text().splitlines():
+        if line.startswith("FROM ") and copied:
+            break  # the final stage copies from the build stage, not the repository
+        if line.startswith("COPY ") and "--from" not in line:
+            copied += line.split()[1:-1]
+    return copied
+
+
+@pytest.mark.slow
+def test_what_the_image_builds_from_installs_every_file_of_the_packages(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    copied = builder_copies()
+    assert set(PACKAGES) <= set(copied), copied
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in copied:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, ignore=ignore)
+        else:
+            shutil.copy(path, source / name)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path), source],
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = tmp_path.glob("warmpool-*.whl")
+    installed = set(zipfile.ZipFile(wheel).namelist())
+    files = {
+        str(path.relative_to(ROOT))
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert sorted(files - installed) == [], "files the image would lack"
