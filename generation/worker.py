@@ -77,9 +77,10 @@ class Worker:
         try:
             async with self._slots:
                 ending = await self._generate(job)
-                self._finishing.add(job.id)
-                if ending is not None and not await self._finisher.finish(job, ending):
-                    _log_lost_race(job, "its final transition")
+                if ending is not None:
+                    self._finishing.add(job.id)
+                    if not await self._finisher.finish(job, ending):
+                        _log_lost_race(job, "its final transition")
         except asyncio.CancelledError:
             log.info(
                 "job %s attempt %s stopped in this process",
@@ -171,16 +172,23 @@ class Worker:
 
     async def release(self) -> list[int]:
         """Give the generations still under way back to the queue, each as pending under a new
-        attempt, then stop them. Released first, so a stopped generation writes nothing more
+        attempt, and stop them. Released first, so a stopped generation writes nothing more
         than its model call under way, recorded in the ledger as orphaned. A generation that
         has ended is not released but given a moment to write its end: its result is paid for."""
         held = [job for job in self.running() if job.id not in self._finishing]
-        ending = [task for job_id, (_, task) in self._running.items() if job_id in self._finishing]
-        if ending:
-            await asyncio.wait(ending, timeout=FINISHING_SECONDS)
-        if not held:
-            await self.stop()
-            return []
+        released = await self._release(held) if held else []
+        for job_id in released:
+            if (entry := self._running.get(job_id)) is not None:
+                entry[1].cancel()
+        finishing = [
+            task for job_id, (_, task) in self._running.items() if job_id in self._finishing
+        ]
+        if finishing:
+            await asyncio.wait(finishing, timeout=FINISHING_SECONDS)
+        await self.stop()
+        return released
+
+    async def _release(self, held: list[ClaimedJob]) -> list[int]:
         try:
             rows = await self._pool.fetch(
                 queries["jobs_release_if_generating"],
@@ -188,13 +196,13 @@ class Worker:
                 [job.attempt for job in held],
             )
         except DATABASE_ERRORS as error:
-            rows = []
             log.error(  # noqa: TRY400 (an outage, not a bug)
                 "could not release %d job(s) back to the queue, the sweeper will fail them: %s",
                 len(held),
                 error,
                 extra={"worker_id": self.id},
             )
+            return []
         by_id = {job.id: job for job in held}
         for row in rows:
             job = by_id[row["id"]]
@@ -205,7 +213,6 @@ class Worker:
                 row["attempt"],
                 extra=self._fields(job),
             )
-        await self.stop()
         return [row["id"] for row in rows]
 
     async def stop(self) -> None:

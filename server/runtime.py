@@ -115,16 +115,17 @@ class WorkerRuntime:
                 grace,
                 extra={"worker_id": self.worker.id},
             )
-        # Heartbeats go on meanwhile, so no sweeper takes a draining job for a dead one's.
+        # Heartbeats go on until the release, so no sweeper takes a draining job for a dead
+        # one's.
         drained = await self.worker.drain(grace)
+        await self._unlisten()
+        if not drained:
+            await self.worker.release()
         self._heartbeats.remove()
         # The scheduler's shutdown cancels the passes under way: they end first.
         if self._passes:
             await asyncio.wait(self._passes, timeout=PASS_GRACE_SECONDS)
         self._scheduler.shutdown(wait=False)
-        await self._unlisten()
-        if not drained:
-            await self.worker.release()
         log.info("worker %s stopped", self.worker.id, extra={"worker_id": self.worker.id})
 
     def _schedule(
@@ -139,7 +140,9 @@ class WorkerRuntime:
             finally:
                 self._passes.discard(task)
 
-        return self._scheduler.add_job(tracked, "interval", seconds=seconds, **options)
+        return self._scheduler.add_job(
+            tracked, "interval", seconds=seconds, name=run.__qualname__, **options
+        )
 
     async def _tick(self) -> None:
         if self._listener is None or self._listener.is_closed():

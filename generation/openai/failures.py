@@ -32,8 +32,6 @@ class Failure:
     message: str
     # How long the API asked us to wait before trying again (Retry-After), in seconds.
     retry_after: float | None = None
-    # The request reached the model and no usage came back: what it cost is unknown.
-    may_have_billed: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,19 +80,9 @@ def classify(error: openai.APIError, timeout_seconds: float) -> Failure:
     if isinstance(error, openai.APIStatusError):
         answered = f"the model API answered {error.status_code} {error.response.reason_phrase}"
         if error.status_code >= 500:
-            return Failure(
-                "failed",
-                False,
-                f"{answered} ({_detail(error)}); {_MAY_HAVE_BILLED}",
-                may_have_billed=True,
-            )
+            return Failure("failed", False, f"{answered} ({_detail(error)}); {_MAY_HAVE_BILLED}")
         return Failure("failed", False, f"{answered}: {_detail(error)}")
-    return Failure(
-        "failed",
-        False,
-        f"the model API's answer could not be read: {error}",
-        may_have_billed=True,
-    )
+    return Failure("failed", False, f"the model API's answer could not be read: {error}")
 
 
 def _connection_failure(error: openai.APIConnectionError, timeout_seconds: float) -> Failure:
@@ -113,13 +101,11 @@ def _connection_failure(error: openai.APIConnectionError, timeout_seconds: float
             "failed",
             False,
             f"the model API did not answer within {timeout_seconds:g} s; {_MAY_HAVE_BILLED}",
-            may_have_billed=True,
         )
     return Failure(
         "failed",
         False,
         f"the connection to the model API broke mid-request ({cause!r}); {_MAY_HAVE_BILLED}",
-        may_have_billed=True,
     )
 
 

@@ -15,6 +15,7 @@ from generation.ledger import Ledger
 from generation.worker import Worker
 from tests.integration.test_liveness import PID_MAX
 from tests.support.jobs import enqueue, status_of
+from tests.support.polling import eventually
 
 queries = Queries("generation")
 HOUR = timedelta(hours=1)
@@ -244,15 +245,20 @@ async def test_a_stopping_worker_releases_its_job_to_the_queue_under_a_new_attem
 
 
 class EndingInTurn:
-    """Generations that end at once. The first writes its end in a store that waits for `go`,
-    so the endings after it wait their turn to be written."""
+    """The first generation ends at once and writes its end in a store that waits for `go`;
+    the second ends at once and its end waits its turn behind that store; the third runs on
+    until it is stopped."""
 
     def __init__(self) -> None:
         self.storing = asyncio.Event()
+        self.second_ended = asyncio.Event()
         self.go = asyncio.Event()
 
     async def generate(self, job: ClaimedJob, ledger: Ledger) -> Ending:
+        if self.second_ended.is_set():
+            await asyncio.Event().wait()
         if self.storing.is_set():
+            self.second_ended.set()
             return Finished(status="completed")
 
         async def store(connection: Connection) -> Finished:
@@ -263,25 +269,33 @@ class EndingInTurn:
         return store
 
 
-async def test_a_stopping_worker_lets_the_generations_that_have_ended_write_their_end(
+async def test_a_stopping_worker_releases_what_runs_and_lets_what_has_ended_write_its_end(
     pool: asyncpg.Pool,
 ) -> None:
-    storing, waiting = [await job_in(pool, "generating", f"user-{n}") for n in range(2)]
+    storing, waiting, running = [await job_in(pool, "generating", f"user-{n}") for n in range(3)]
     generator = EndingInTurn()
-    worker = Worker(pool, generator, name="box", capacity=2)
+    worker = Worker(pool, generator, name="box", capacity=3)
     worker.start(await claimed(pool, storing, 1))
     await generator.storing.wait()
     worker.start(await claimed(pool, waiting, 1))
-    await asyncio.sleep(0.05)  # its ending waits behind the store
+    await generator.second_ended.wait()
+    worker.start(await claimed(pool, running, 1))
 
     releasing = asyncio.create_task(worker.release())
-    await asyncio.sleep(0.2)
-    assert not releasing.done(), "it waits for the ends being written"
-    generator.go.set()
-    assert await releasing == [], "a generation that has ended is paid for: not released"
+
+    async def running_released() -> bool:
+        return (await status_of(pool, running))["status"] == "pending"
+
+    try:
+        await eventually(running_released, 5, "the running generation released at once")
+        assert not releasing.done(), "it waits for the ends being written"
+    finally:
+        generator.go.set()
+    assert await releasing == [running]
     for job in (storing, waiting):
         row = await status_of(pool, job)
-        assert (row["status"], row["attempt"]) == ("completed", 1)
+        assert (row["status"], row["attempt"]) == ("completed", 1), "paid for: not released"
+    assert (await status_of(pool, running))["attempt"] == 2
 
 
 @pytest.mark.parametrize(
