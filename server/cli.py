@@ -129,8 +129,8 @@ def _worker(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def _run_worker(settings: Settings) -> None:
-    # Caught from the first moment: a signal during start-up stops the worker gracefully
-    # once it has started, rather than killing it halfway.
+    # Caught from the first moment, so a signal during start-up never kills the process
+    # halfway: the worker then does not start, or, once started, stops gracefully.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in STOP_SIGNALS:
@@ -141,6 +141,9 @@ async def _run_worker(settings: Settings) -> None:
     try:
         async with pool.acquire() as connection:
             await migrate.apply(connection)
+        if stop.is_set():
+            log.info("stopped on a signal during start-up")
+            return
         async with running_worker(pool, url, settings, domain_map):
             await stop.wait()
             log.info("stopping on a signal")
