@@ -19,7 +19,8 @@ import fcntl
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Protocol, get_args
@@ -96,7 +97,8 @@ class Prover:
         `toolchain_root` is where `python -m qa.toolchain` installed pytest and Jest;
         `bubblewrap` is the bwrap command, or None to refuse untrusted code outright.
         """
-        runs, runs_lock = _runs_folder(work_root)
+        # Blocking file locks and removals: off the event loop.
+        runs, runs_lock = await asyncio.to_thread(_runs_folder, work_root)
         claimed: Slots | None = None
         try:
             claimed, uid_problem = _claim(slots, uids, uid_lock_dir)
@@ -118,7 +120,7 @@ class Prover:
         except BaseException:
             if claimed is not None:
                 claimed.release()
-            _remove_runs_folder(runs, runs_lock)
+            await asyncio.to_thread(_remove_own_runs_folder, runs, runs_lock)
             raise
         if databases is not None:
             runners["sql"] = SqlRunner(databases, time_limit_s=time_limit_s)
@@ -172,7 +174,7 @@ class Prover:
         if self._databases is not None:
             await self._databases.close()
         self._slots.release()
-        _remove_runs_folder(self._runs, self._runs_lock)
+        await asyncio.to_thread(_remove_own_runs_folder, self._runs, self._runs_lock)
 
     async def __aenter__(self) -> Prover:
         return self
@@ -272,14 +274,26 @@ async def _open_databases(
     return databases, None
 
 
+@contextmanager
+def _turn(work_root: Path) -> Iterator[None]:
+    """Processes sharing the work root take turns at making and removing run folders: a new
+    folder is unlocked between mkdtemp and its lock, and one being removed loses its lock
+    file before the rest, so another process could otherwise take it for a dead one's."""
+    descriptor = os.open(
+        work_root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
 def _runs_folder(work_root: Path) -> tuple[Path, IO[str]]:
     """This process's folder for run workspaces, locked while it lives; folders of processes
     that died (their lock is free) are removed first."""
     work_root.mkdir(parents=True, exist_ok=True)
-    # A new folder is unlocked between mkdtemp and its lock: processes starting together
-    # take turns here, or one would remove the folder another has just made.
-    with open(work_root / ".lock", "a") as turn:
-        fcntl.flock(turn, fcntl.LOCK_EX)
+    with _turn(work_root):
         for leftover in work_root.glob("prover-*"):
             lock = try_lock(leftover / ".lock")
             if lock is not None:
@@ -289,6 +303,11 @@ def _runs_folder(work_root: Path) -> tuple[Path, IO[str]]:
         lock = try_lock(runs / ".lock")
     assert lock is not None
     return runs, lock
+
+
+def _remove_own_runs_folder(runs: Path, lock: IO[str]) -> None:
+    with _turn(runs.parent):
+        _remove_runs_folder(runs, lock)
 
 
 def _remove_runs_folder(runs: Path, lock: IO[str]) -> None:
