@@ -3,7 +3,9 @@
 A call may start only after the database confirms that the job is still generating under
 this attempt; a worker that lost its job to the sweeper therefore starts no further call. A
 call's spend is always recorded when it ends, even when the job was lost meanwhile (the row
-is then marked orphaned), so the ledger is the truth about money.
+is then marked orphaned), so the ledger is the truth about money. A call that may have billed
+with no price to show (no answer, a cancelled request, an answer without usage) is booked at
+its ceiling: the budget never takes it for free.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class CallRecord:
     cost_usd: Decimal = Decimal(0)
     outcome: Outcome | None = None
     error: str | None = None
+    # The provider read what the call cost (its token usage).
+    priced: bool = False
 
 
 class Ledger:
@@ -54,7 +58,10 @@ class Ledger:
         self.attempt = attempt
 
     @asynccontextmanager
-    async def call(self, purpose: Purpose, provider: str, model: str) -> AsyncIterator[CallRecord]:
+    async def call(
+        self, purpose: Purpose, provider: str, model: str, *, ceiling_usd: Decimal = Decimal(0)
+    ) -> AsyncIterator[CallRecord]:
+        """One model call, costing at most `ceiling_usd`."""
         call_id = await self._pool.fetchval(
             queries["llm_call_start_if_generating"],
             self.job_id,
@@ -73,6 +80,10 @@ class Ledger:
             record.error = record.error or _describe(error)
             raise
         finally:
+            if ceiling_usd and not record.priced and record.outcome != "unbilled":
+                record.cost_usd = ceiling_usd
+                note = f"booked at its ceiling of ${ceiling_usd.normalize():f}"
+                record.error = f"{record.error}; {note}" if record.error else note
             # Shielded: a job cancelled mid-call (lost, or shutting down) still records its spend.
             await asyncio.shield(self._finish(call_id, record))
 

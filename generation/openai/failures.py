@@ -81,7 +81,8 @@ def classify(error: openai.APIError, timeout_seconds: float) -> Failure:
         answered = f"the model API answered {error.status_code} {error.response.reason_phrase}"
         if error.status_code >= 500:
             return Failure("failed", False, f"{answered} ({_detail(error)}); {_MAY_HAVE_BILLED}")
-        return Failure("failed", False, f"{answered}: {_detail(error)}")
+        # Refused before any processing (a bad request, a bad key): nothing was billed.
+        return Failure("unbilled", False, f"{answered}: {_detail(error)}")
     return Failure("failed", False, f"the model API's answer could not be read: {error}")
 
 

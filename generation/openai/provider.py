@@ -113,7 +113,9 @@ class OpenAIProvider:
         tries = 0
         while True:
             tries += 1
-            async with ledger.call(purpose, self.name, self.model) as record:
+            async with ledger.call(
+                purpose, self.name, self.model, ceiling_usd=worst_case_cost_usd(self._price, 1)
+            ) as record:
                 try:
                     completion = await self._client.chat.completions.create(
                         model=self.model,
@@ -125,14 +127,8 @@ class OpenAIProvider:
                 except openai.APIError as error:
                     failure = classify(error, self._timeout_seconds)
                     record.outcome, record.error = failure.outcome, failure.message
-                    if failure.may_have_billed:
-                        # The ledger is the truth about money, and the budget counts it: a
-                        # call whose cost is unknown is booked at its ceiling.
-                        ceiling = worst_case_cost_usd(self._price, 1)
-                        record.cost_usd = ceiling
-                        record.error += f"; booked at its ceiling of ${ceiling.normalize():f}"
                     if not failure.retryable:
-                        raise ProviderError(record.error) from error
+                        raise ProviderError(failure.message) from error
                     log.info(
                         "%s call, try %d, not billed: %s",
                         purpose,
@@ -153,11 +149,12 @@ class OpenAIProvider:
     ) -> Draft:
         usage = completion.usage
         if usage is None:
-            log.warning("the model API reported no token usage; the call is recorded as free")
+            log.warning("the model API reported no token usage; the call is booked at its ceiling")
         else:
             record.input_tokens = usage.prompt_tokens
             record.output_tokens = usage.completion_tokens
             record.cost_usd = self._price.cost(usage.prompt_tokens, usage.completion_tokens)
+            record.priced = True
         try:
             return accept(answer.read(completion))
         except UnusableAnswer as unusable:

@@ -60,3 +60,30 @@ def test_retry_after_replaces_the_backoff_up_to_the_longest_wait() -> None:
 def test_there_is_no_wait_after_the_last_try() -> None:
     with pytest.raises(ProviderError, match=r"^rate-limited; gave up after 3 tries, none billed$"):
         RetryPolicy(max_tries=3).wait(RATE_LIMITED, 3)
+
+
+def status_error(status: int, reason: str) -> openai.APIStatusError:
+    request = httpx2.Request("POST", "https://api.openai.com/v1/chat/completions")
+    response = httpx2.Response(status, request=request)
+    return openai.APIStatusError(
+        f"Error code: {status}", response=response, body={"message": reason}
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        # Refused before any processing: billed nothing, booked at nothing.
+        (400, "unbilled"),
+        (401, "unbilled"),
+        (404, "unbilled"),
+        # Failed while processing: may have billed, so the ledger books it at its ceiling.
+        (500, "failed"),
+        (503, "failed"),
+    ],
+)
+def test_a_refused_request_billed_nothing_and_a_failed_one_may_have(
+    status: int, outcome: str
+) -> None:
+    failure = classify(status_error(status, "nope"), timeout_seconds=120)
+    assert (failure.outcome, failure.retryable) == (outcome, False)

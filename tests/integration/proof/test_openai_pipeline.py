@@ -181,7 +181,7 @@ async def test_every_failure_mode_ends_the_job_with_a_clear_error(
     assert error in job["error"].lower(), job["error"]
     calls = await pool.fetch("SELECT outcome, error FROM llm_calls ORDER BY id")
     assert [call["outcome"] for call in calls] == [outcome]
-    assert calls[0]["error"] == job["error"]
+    assert calls[0]["error"].startswith(job["error"])
     assert len(stub.received) == 1, "not tried again"
     assert job["spend"]["llm_calls"] == 1
     # An answer that came back is paid at the usage it reports; a 500 or a timeout may have
@@ -194,5 +194,5 @@ async def test_every_failure_mode_ends_the_job_with_a_clear_error(
         "unbilled": 0,
     }
     assert job["spend"]["cost_usd"] == pytest.approx(costs[outcome])
-    assert ("booked at its ceiling" in job["error"]) == (outcome == "failed"), job["error"]
+    assert ("booked at its ceiling" in calls[0]["error"]) == (outcome == "failed"), calls
     assert await pool.fetchval("SELECT count(*) FROM missions") == 0
