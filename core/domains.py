@@ -70,8 +70,9 @@ _DOMAIN_KEYS: dict[str, str] = {
 
 def load(path: Path) -> DomainMap:
     try:
-        # From the file itself, so that YAML's error positions name it.
-        with path.open(encoding="utf-8") as stream:
+        # From the file itself, so that YAML's error positions name it; as bytes, so that
+        # YAML also reports a file that is not UTF-8.
+        with path.open("rb") as stream:
             document = yaml.safe_load(stream)
     except OSError as error:
         raise DomainMapError(f"{path}: cannot read the domain map ({error.strerror})") from None

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,9 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("tracks: [unclosed")
     with pytest.raises(DomainMapError, match="not valid YAML"):
         load(bad)
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("tracks:\n  café: [x]\n".encode("latin-1"))
+    with pytest.raises(
+        DomainMapError, match=rf"(?s)not valid YAML: .*in \"{re.escape(str(latin1))}\""
+    ):
+        load(latin1)
