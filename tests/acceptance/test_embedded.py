@@ -47,7 +47,7 @@ asyncio.run(main())
 # What `serve` prints on the first start: a heading, then one "  <role> <key>" line per role.
 KEY = re.compile(r"wp_[A-Za-z0-9_-]{32,}")
 KEY_LINE = re.compile(rf"^\s*(?P<role>{'|'.join(ROLES)})\s+(?P<key>{KEY.pattern})\s*$", re.M)
-# What uvicorn logs at the end of its graceful shutdown, after which it may re-raise SIGTERM.
+# What uvicorn logs at the end of its graceful shutdown.
 SHUT_DOWN = "Application shutdown complete."
 
 

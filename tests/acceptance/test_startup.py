@@ -70,9 +70,8 @@ FAULTS = {
 }
 
 
-def refused(command: list[str], env: dict[str, str]) -> tuple[str, float]:
-    """What `warmpool COMMAND` wrote to stderr as it refused to start, and how long it took."""
-    began = time.monotonic()
+def refused(command: list[str], env: dict[str, str]) -> str:
+    """What `warmpool COMMAND` wrote to stderr as it refused to start."""
     try:
         done = subprocess.run(
             [sys.executable, "-m", "server", *command],
@@ -87,7 +86,7 @@ def refused(command: list[str], env: dict[str, str]) -> tuple[str, float]:
         pytest.fail(f"`warmpool {command[0]}` kept running: {timeout.stderr!r}")
     assert done.returncode == 2, (command, done.returncode, done.stderr)
     assert done.stdout == "", (command, done.stdout)
-    return done.stderr, time.monotonic() - began
+    return done.stderr
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -103,8 +102,7 @@ async def test_a_bad_domain_map_stops_start_up_naming_the_file_the_entry_and_the
     endings = await asyncio.gather(
         *(asyncio.to_thread(refused, command, env) for command in commands)
     )
-    for command, (stderr, took) in zip(commands, endings, strict=True):
-        assert took < 10, f"`warmpool {command[0]}` took {took:.1f}s to refuse the map"
+    for command, stderr in zip(commands, endings, strict=True):
         # One message, first thing: no traceback, and nothing started before the check.
         assert stderr.startswith(f"warmpool: {domain_map}: "), (command, stderr)
         for fragment in fragments:
@@ -325,8 +323,7 @@ async def test_a_model_without_a_price_stops_start_up_with_the_fix(
     endings = await asyncio.gather(
         *(asyncio.to_thread(refused, command, env) for command in (["serve"], ["worker"]))
     )
-    for stderr, took in endings:
-        assert took < 10, stderr
+    for stderr in endings:
         assert stderr.startswith("warmpool: no price for model 'gpt-unpriced' in "), stderr
         assert "WARMPOOL_PRICES_FILE" in stderr, stderr
         assert "Traceback" not in stderr, stderr
