@@ -24,7 +24,8 @@ import asyncio
 import random
 import tempfile
 
-from tests.chaos.engine import Scenario, run
+from tests.chaos.engine import run
+from tests.chaos.scenario import Scenario
 from tests.support.proving import ensure_toolchain
 
 

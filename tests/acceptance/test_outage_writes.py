@@ -66,6 +66,7 @@ async def test_the_spend_and_the_end_of_a_job_outlast_a_short_outage(
     finally:
         await connection.close()
     assert status == "completed"
+    assert call is not None
     assert (call["outcome"], call["orphaned"], call["input_tokens"], call["output_tokens"]) == (
         "ok",
         False,

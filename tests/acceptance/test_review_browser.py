@@ -8,7 +8,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import ViewportSize, async_playwright, expect
 
 from core import domains
 from server.auth import Role
@@ -28,7 +28,7 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-LAPTOP = {"width": 1366, "height": 768}
+LAPTOP: ViewportSize = {"width": 1366, "height": 768}
 PYTHON = domains.load(ROOT / "domain_map.yaml").domains["python-backend"]
 
 

@@ -116,9 +116,10 @@ async def test_a_deploy_stopping_and_starting_every_process_loses_no_job(
     finally:
         api.stop()
 
-    statuses = dict(
-        await pool.fetch("SELECT status, count(*) FROM generation_jobs GROUP BY status")
-    )
+    statuses: dict[str, int] = {
+        row["status"]: row["count"]
+        for row in await pool.fetch("SELECT status, count(*) FROM generation_jobs GROUP BY status")
+    }
     assert set(statuses) <= {"pending", "completed"}, statuses
     released = await pool.fetchval("SELECT count(*) FROM generation_jobs WHERE attempt = 2")
     print(f"after the stop: {statuses}, {released} released by the workers")

@@ -7,7 +7,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 import pytest
@@ -19,9 +19,9 @@ from tests.support.worker_process import RUNS_TABLE
 pytestmark = pytest.mark.slow
 
 
-async def wait_for(predicate: Callable[[], object], within: float, what: str) -> None:
+async def wait_for(predicate: Callable[[], Awaitable[object]], within: float, what: str) -> None:
     deadline = time.monotonic() + within
-    while not await predicate():  # type: ignore[misc]
+    while not await predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
@@ -42,11 +42,13 @@ async def test_four_workers_drain_300_jobs_under_a_cap_of_5_each_exactly_once(
     async with pool.acquire() as sampler:
         deadline = time.monotonic() + 90
         while True:
-            generating, done = await sampler.fetchrow(
+            counts = await sampler.fetchrow(
                 """SELECT count(*) FILTER (WHERE status = 'generating'),
                           count(*) FILTER (WHERE status = 'completed')
                    FROM generation_jobs"""
             )
+            assert counts is not None, "an aggregate returns one row"
+            generating, done = counts
             samples += 1
             highest = max(highest, generating)
             if done == 300:
@@ -93,10 +95,8 @@ async def test_a_killed_workers_job_is_failed_by_a_survivor_and_its_slot_reused(
     second = await enqueue(pool, "user-2")
 
     async def first_failed() -> bool:
-        return (
-            await pool.fetchval("SELECT status FROM generation_jobs WHERE id = $1", first)
-            == "failed"
-        )
+        status = await pool.fetchval("SELECT status FROM generation_jobs WHERE id = $1", first)
+        return bool(status == "failed")
 
     await wait_for(first_failed, timeout + tick + 5, "the dead worker's job to be swept")
     reclaimed_after = time.monotonic() - killed_at
@@ -106,10 +106,8 @@ async def test_a_killed_workers_job_is_failed_by_a_survivor_and_its_slot_reused(
     assert reclaimed_after <= timeout + tick + 0.5
 
     async def second_running() -> bool:
-        return (
-            await pool.fetchval("SELECT status FROM generation_jobs WHERE id = $1", second)
-            == "generating"
-        )
+        status = await pool.fetchval("SELECT status FROM generation_jobs WHERE id = $1", second)
+        return bool(status == "generating")
 
     await wait_for(second_running, 5, "the freed slot to be used")
     survivor = next(process for process in processes if process is not victim)

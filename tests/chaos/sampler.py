@@ -79,6 +79,7 @@ class Sampler:
                     await asyncio.sleep(0.05)
                     continue
                 arrived = time.monotonic()
+                assert row is not None, "an aggregate returns one row"
                 self._record(row["in_flight"], frozenset(row["holders"]), sent, arrived)
                 if last is not None:
                     self.longest_gap = max(self.longest_gap, arrived - last)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.engine import Scenario, run
+from tests.chaos.engine import run
+from tests.chaos.scenario import Scenario
 from tests.support.proving import ensure_toolchain
 
 pytestmark = pytest.mark.slow

@@ -8,6 +8,7 @@ run reports every fault it finds.
 from __future__ import annotations
 
 import traceback
+from typing import Any
 
 import hypothesis
 import schemathesis
@@ -47,7 +48,11 @@ def fuzz(schema: schemathesis.BaseSchema, role: Role, *, examples: int, seed: in
 
 
 def _fuzz_operation(
-    operation: schemathesis.APIOperation, role: Role, *, examples: int, seed: int
+    operation: schemathesis.APIOperation[Any, Any, Any, Any],
+    role: Role,
+    *,
+    examples: int,
+    seed: int,
 ) -> None:
     cases = strategies.one_of(
         operation.as_strategy(GenerationMode.POSITIVE),
@@ -64,7 +69,7 @@ def _fuzz_operation(
         suppress_health_check=[hypothesis.HealthCheck.too_slow],
     )
     @hypothesis.given(cases)
-    def run(case: schemathesis.Case) -> None:
+    def run(case: schemathesis.Case[Any]) -> None:
         response = case.call(timeout=REQUEST_TIMEOUT_SECONDS)
         tally.record(role, operation.label, response.status_code)
         case.validate_response(response, checks=CHECKS)

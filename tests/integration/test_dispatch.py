@@ -4,9 +4,11 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import pytest
 
 from generation import queue
 from generation.dispatcher import Dispatcher
+from generation.jobs import ClaimedJob
 from generation.sweeper import Sweeper
 from generation.worker import Generator, Worker
 from tests.support.generators import Gated
@@ -40,7 +42,7 @@ async def test_interactive_before_replenish_and_round_robin_across_users(
     for offset, user in enumerate(["alice", "alice", "alice", None, "bob", "carol"]):
         order.append((user, await enqueue(pool, user, now=start + timedelta(seconds=offset))))
     gate = Gated()
-    claimed = []
+    claimed: list[str | None] = []
     for _ in range(6):
         claimed += [
             job.user_id for job in await dispatcher(pool, gate, cap=1 + len(claimed)).run_once()
@@ -125,7 +127,9 @@ async def test_a_counting_failure_makes_the_dispatcher_claim_nothing(pool: async
     gate.release()
 
 
-async def test_ticks_and_wake_ups_never_overlap_within_a_process(pool: asyncpg.Pool) -> None:
+async def test_ticks_and_wake_ups_never_overlap_within_a_process(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for index in range(3):
         await enqueue(pool, f"user-{index}")
     gate = Gated()
@@ -133,18 +137,18 @@ async def test_ticks_and_wake_ups_never_overlap_within_a_process(pool: asyncpg.P
     running, highest, runs = 0, 0, 0
     claim = dispatch.claim
 
-    async def counted_claim(now: object = None) -> list[object]:
+    async def counted_claim(now: datetime | None = None) -> list[ClaimedJob]:
         nonlocal running, highest, runs
         running += 1
         runs += 1
         highest = max(highest, running)
         try:
             await asyncio.sleep(0.01)  # long enough for the other requests to arrive meanwhile
-            return await claim()  # type: ignore[return-value]
+            return await claim(now)
         finally:
             running -= 1
 
-    dispatch.claim = counted_claim  # type: ignore[method-assign]
+    monkeypatch.setattr(dispatch, "claim", counted_claim)
     for _ in range(5):
         dispatch.wake()
     await asyncio.gather(*(dispatch.tick() for _ in range(5)))

@@ -284,7 +284,7 @@ async def test_a_stopping_worker_releases_what_runs_and_lets_what_has_ended_writ
     releasing = asyncio.create_task(worker.release())
 
     async def running_released() -> bool:
-        return (await status_of(pool, running))["status"] == "pending"
+        return bool((await status_of(pool, running))["status"] == "pending")
 
     try:
         await eventually(running_released, 5, "the running generation released at once")

@@ -8,7 +8,7 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
-from core.domains import Domain, Language
+from core.domains import Domain, Kind, Language
 from generation.drafts import MissionDraft
 from generation.ledger import JobLost, Ledger
 from generation.offline import OfflineProvider, catalog
@@ -18,7 +18,7 @@ LANGUAGES: tuple[Language, ...] = ("python", "javascript", "sql", "none")
 
 
 def domain(language: Language) -> Domain:
-    kind = "non_technical" if language == "none" else "technical"
+    kind: Kind = "non_technical" if language == "none" else "technical"
     return Domain(
         name=f"{language}-missions", kind=kind, language=language, target=1, retire_after=50
     )

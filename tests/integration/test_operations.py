@@ -61,6 +61,7 @@ async def test_keys_create_prints_the_key_last_and_stores_only_its_hash(
     assert done.returncode == 0, done.stderr
     key = done.stdout.strip().splitlines()[-1]
     row = await pool.fetchrow("SELECT name, role, key_hash FROM api_keys")
+    assert row is not None
     assert (row["name"], row["role"], bytes(row["key_hash"])) == (
         "alice",
         "qa_reviewer",

@@ -109,6 +109,7 @@ async def test_a_mission_retires_on_its_last_serve(
     row = await pool.fetchrow(
         "SELECT serve_count, retired_at, retire_reason FROM missions WHERE id = $1", mission
     )
+    assert row is not None
     assert row["serve_count"] == 2
     assert row["retired_at"] is not None
     assert row["retire_reason"] == "served 2 times"

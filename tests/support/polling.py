@@ -11,9 +11,10 @@ T = TypeVar("T")
 
 
 async def eventually(
-    check: Callable[[], Awaitable[T]], within: float, what: str, *, every: float = 0.05
+    check: Callable[[], Awaitable[T | None]], within: float, what: str, *, every: float = 0.05
 ) -> T:
-    """The first truthy value of `check()`, polled `every` seconds until `within` have passed."""
+    """The first truthy value of `check()`, polled `every` seconds until `within` have passed
+    (so never None)."""
     deadline = time.monotonic() + within
     while True:
         value = await check()

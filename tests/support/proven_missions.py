@@ -7,10 +7,10 @@ import itertools
 
 import msgspec
 
-from core.domains import Domain
+from core.domains import Domain, Review
 from core.sql import Executor
 from qa.missions import MissionProof, no_code_proof, store
-from qa.results import ProofRun, TestResult, proof_run
+from qa.results import Outcome, ProofRun, TestResult, proof_run
 
 _numbers = itertools.count(1)
 
@@ -33,9 +33,9 @@ TESTS = {
 }
 
 
-def run(*outcomes: str) -> ProofRun:
+def run(*outcomes: Outcome) -> ProofRun:
     tests = [
-        TestResult(id=f"test_pricing.py::test_{index}", outcome=outcome)  # type: ignore[arg-type]
+        TestResult(id=f"test_pricing.py::test_{index}", outcome=outcome)
         for index, outcome in enumerate(outcomes)
     ]
     return proof_run(
@@ -91,5 +91,5 @@ async def store_mission(
     return mission_id
 
 
-def with_review(domain: Domain, review: str) -> Domain:
-    return msgspec.structs.replace(domain, review=review)  # type: ignore[arg-type]
+def with_review(domain: Domain, review: Review) -> Domain:
+    return msgspec.structs.replace(domain, review=review)

@@ -3,6 +3,8 @@ answers (a gold that fails, a bug that breaks nothing, the same mission twice)."
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from core.domains import Domain
 from generation.drafts import MissionDraft, SabotageDraft
 from generation.ledger import Ledger
@@ -52,6 +54,9 @@ class Scripted:
     def __init__(self, mission: MissionDraft, sabotages: list[SabotageDraft]) -> None:
         self._mission = mission
         self._sabotages = sabotages
+
+    def worst_case_cost_usd(self, calls: int) -> Decimal:
+        return Decimal(0)
 
     async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
         async with ledger.call("generate", self.name, "script") as record:

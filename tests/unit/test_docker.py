@@ -74,7 +74,7 @@ def test_the_image_runs_as_an_unprivileged_user_with_no_build_tools() -> None:
 
 def builder_copies() -> list[str]:
     """What the Dockerfile's build stage copies from the repository."""
-    copied = []
+    copied: list[str] = []
     for line in (DOCKER / "Dockerfile").read_text().splitlines():
         if line.startswith("FROM ") and copied:
             break  # the final stage copies from the build stage, not the repository

@@ -1,5 +1,6 @@
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -45,7 +46,7 @@ def test_kind_defaults_and_overrides() -> None:
 
 
 def broken(**changes: object) -> dict[str, object]:
-    document = yaml.safe_load(yaml.safe_dump(GOOD))
+    document: dict[str, Any] = yaml.safe_load(yaml.safe_dump(GOOD))
     for path, value in changes.items():
         *parents, leaf = path.split("__")
         node = document

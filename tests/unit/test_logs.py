@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from server import logs
-from server.settings import Settings, SettingsError, from_environment
+from server.settings import REDACTED, Settings, SettingsError, from_environment
 
 
 def record(message: str, *args: object, **extra: object) -> logging.LogRecord:
@@ -56,7 +56,7 @@ def test_every_secret_is_redacted_however_it_is_spelled() -> None:
     )
     for secret in ("sk-live-abc", "pa%22ss", 'pa\\"ss', "s" * 40):
         assert secret not in line
-    assert json.loads(line)["message"].count(logs.REDACTED) == 4
+    assert json.loads(line)["message"].count(REDACTED) == 4
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.domains import Domain, Language
+from core.domains import Domain, Language, SabotagePolicy
 from qa.policy import judge_gold, judge_sabotage, needs_proof
 from qa.results import Outcome, ProofRun, TestResult, proof_run
 
@@ -53,21 +53,22 @@ def test_gold_skipping_or_erroring_is_not_passing() -> None:
 
 
 def test_a_long_list_of_tests_is_cut_short() -> None:
-    verdict = judge_gold(run(*["failed"] * 8))
+    failures: list[Outcome] = ["failed"] * 8
+    verdict = judge_gold(run(*failures))
 
     assert verdict.reason.endswith("test_5 (assert 1 == 2); and 3 more")
 
 
 @pytest.mark.parametrize("must_fail", ["all", "at_least_one"])
-def test_a_bug_that_breaks_every_test_is_accepted(must_fail: str) -> None:
-    verdict = judge_sabotage(run("failed", "errored", "failed"), must_fail)  # type: ignore[arg-type]
+def test_a_bug_that_breaks_every_test_is_accepted(must_fail: SabotagePolicy) -> None:
+    verdict = judge_sabotage(run("failed", "errored", "failed"), must_fail)
 
     assert verdict.accepted
 
 
 @pytest.mark.parametrize("must_fail", ["all", "at_least_one"])
-def test_a_bug_that_breaks_nothing_is_refused(must_fail: str) -> None:
-    verdict = judge_sabotage(run("passed", "passed", "passed", "passed"), must_fail)  # type: ignore[arg-type]
+def test_a_bug_that_breaks_nothing_is_refused(must_fail: SabotagePolicy) -> None:
+    verdict = judge_sabotage(run("passed", "passed", "passed", "passed"), must_fail)
 
     assert verdict == judge_sabotage(run("passed", "passed", "passed", "passed"), "all")
     assert verdict.reason == "the planted bug broke nothing: 0 of 4 tests failed"

@@ -124,6 +124,7 @@ async def test_a_job_becomes_a_proven_mission_and_its_spend_matches_the_stub(
     ).json()
     assert job["status"] == "awaiting_review", job["error"]
     mission = await pool.fetchrow("SELECT * FROM missions WHERE id = $1", int(job["mission_id"]))
+    assert mission is not None
     assert (mission["provider"], mission["prompt_version"]) == ("openai", provider.prompt_version)
     assert mission["proof"]["gold"]["trust"] == "untrusted"
     assert mission["proof"]["verdict"] == "the planted bug broke all 3 tests"

@@ -66,7 +66,9 @@ async def run_job(
         serve_waiting_user=waiting.serve_waiting_user,
     )
     await run_pending(pool, pipeline)
-    return await pool.fetchrow("SELECT * FROM generation_jobs WHERE id = $1", job)
+    row = await pool.fetchrow("SELECT * FROM generation_jobs WHERE id = $1", job)
+    assert row is not None
+    return row
 
 
 async def ledger(pool: asyncpg.Pool, job_id: int) -> list[str]:
@@ -83,6 +85,7 @@ async def test_a_replenish_job_stores_a_proven_mission_for_review(
     job = await run_job(pool, prover, OfflineProvider(delay_seconds=0), user=None)
     assert (job["status"], job["error"]) == ("completed", None)
     mission = await pool.fetchrow("SELECT * FROM missions WHERE id = $1", job["mission_id"])
+    assert mission is not None
     assert mission["qa_status"] == "awaiting_review"
     assert mission["job_id"] == job["id"]
     assert mission["provider"] == "offline"
@@ -120,10 +123,12 @@ async def test_an_interactive_job_waits_for_review_and_approval_serves_its_user(
     settled = await pool.fetchrow(
         "SELECT status, instance_id FROM generation_jobs WHERE id = $1", job["id"]
     )
+    assert settled is not None
     assert settled["status"] == "completed"
     instance = await pool.fetchrow(
         "SELECT * FROM mission_instances WHERE id = $1", settled["instance_id"]
     )
+    assert instance is not None
     assert (instance["user_id"], instance["mission_id"], instance["serve_number"]) == (
         "ada",
         job["mission_id"],
@@ -207,6 +212,7 @@ async def test_a_domain_that_needs_one_failing_test_accepts_a_bug_that_breaks_on
     job = await run_job(pool, prover, Scripted(PRICES, [BREAKS_ONE]), user=None, domains=domains)
     assert (job["status"], job["error"]) == ("completed", None)
     mission = await pool.fetchrow("SELECT * FROM missions WHERE id = $1", job["mission_id"])
+    assert mission is not None
     assert mission["sabotaged_files"] == BREAKS_ONE.sabotaged_files
     [only_try] = mission["proof"]["sabotage_tries"]
     assert (only_try["total"], only_try["failed"], only_try["passed"]) == (2, 1, 1)
@@ -238,6 +244,7 @@ async def test_a_mission_without_code_goes_to_people_unproven(
     mission = await pool.fetchrow(
         "SELECT qa_status, proof, test_files FROM missions WHERE id = $1", job["mission_id"]
     )
+    assert mission is not None
     assert mission["qa_status"] == "awaiting_review"
     assert mission["proof"] == {
         "gold": None,
