@@ -7,24 +7,17 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import asyncpg
 import pytest
 
 from tests.support.jobs import LIMITS, enqueue
+from tests.support.polling import eventually
 from tests.support.server import Process
 from tests.support.worker_process import RUNS_TABLE
 
 pytestmark = pytest.mark.slow
-
-
-async def wait_for(predicate: Callable[[], Awaitable[object]], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not await predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def test_four_workers_drain_300_jobs_under_a_cap_of_5_each_exactly_once(
@@ -87,7 +80,7 @@ async def test_a_killed_workers_job_is_failed_by_a_survivor_and_its_slot_reused(
             await pool.fetchval("SELECT worker_id FROM generation_jobs WHERE id = $1", first)
         )
 
-    await wait_for(claimed, 20, "the first job to be claimed")
+    await eventually(claimed, 20, "the first job to be claimed")
     owner = await pool.fetchval("SELECT worker_id FROM generation_jobs WHERE id = $1", first)
     victim = next(process for process in processes if owner.endswith(f":{process.popen.pid}"))
     victim.popen.send_signal(signal.SIGKILL)
@@ -98,7 +91,9 @@ async def test_a_killed_workers_job_is_failed_by_a_survivor_and_its_slot_reused(
         status = await pool.fetchval("SELECT status FROM generation_jobs WHERE id = $1", first)
         return bool(status == "failed")
 
-    await wait_for(first_failed, timeout + tick + 5, "the dead worker's job to be swept")
+    await eventually(
+        first_failed, timeout + tick + 5, "the dead worker's job to be swept", every=0.02
+    )
     reclaimed_after = time.monotonic() - killed_at
     error = await pool.fetchval("SELECT error FROM generation_jobs WHERE id = $1", first)
     print(f"reclaimed {reclaimed_after:.2f}s after the kill: {error}")
@@ -109,7 +104,7 @@ async def test_a_killed_workers_job_is_failed_by_a_survivor_and_its_slot_reused(
         status = await pool.fetchval("SELECT status FROM generation_jobs WHERE id = $1", second)
         return bool(status == "generating")
 
-    await wait_for(second_running, 5, "the freed slot to be used")
+    await eventually(second_running, 5, "the freed slot to be used")
     survivor = next(process for process in processes if process is not victim)
     assert await pool.fetchval("SELECT worker_id FROM generation_jobs WHERE id = $1", second) == (
         f"{os.uname().nodename}:{survivor.popen.pid}"
@@ -121,7 +116,7 @@ async def test_a_notify_fills_a_free_slot_long_before_the_tick(
 ) -> None:
     await pool.execute(RUNS_TABLE)
     worker = workers("sleep", "0", "0", tick_seconds="300")
-    await wait_for(
+    await eventually(
         lambda: pool.fetchval("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"),
         20,
         "the worker to listen",
@@ -135,7 +130,7 @@ async def test_a_notify_fills_a_free_slot_long_before_the_tick(
             await pool.fetchval("SELECT count(*) FROM generation_runs WHERE job_id = $1", job)
         )
 
-    await wait_for(ran, 5, "the NOTIFY to wake the worker")
+    await eventually(ran, 5, "the NOTIFY to wake the worker")
     print(
         f"picked up {1000 * (time.monotonic() - enqueued):.0f} ms after the enqueue; the tick is 300 s"
     )
