@@ -27,9 +27,7 @@ import time
 from collections import Counter, defaultdict
 from datetime import timedelta
 
-import asyncpg
-
-from bench.options import database_parser
+from bench.scratch import database_parser, fresh_database
 from core.domains import load
 from generation.dispatcher import Dispatcher
 from generation.offline import OfflineProvider
@@ -39,7 +37,7 @@ from generation.worker import Worker
 from pool import waiting
 from qa.proof import Prover
 from server import migrate
-from server.database import create_pool, with_database
+from server.database import create_pool
 from tests.support.jobs import LIMITS, enqueue
 from tests.support.proving import ensure_toolchain
 
@@ -54,11 +52,7 @@ def proof_folder() -> Path:
 
 
 async def main(arguments: argparse.Namespace) -> None:
-    admin = await asyncpg.connect(arguments.database_url)
-    await admin.execute("DROP DATABASE IF EXISTS bench_generation WITH (FORCE)")
-    await admin.execute("CREATE DATABASE bench_generation")
-    await admin.close()
-    url = with_database(arguments.database_url, "bench_generation")
+    url = await fresh_database(arguments.database_url, "bench_generation")
     pool = await create_pool(url)
     async with pool.acquire() as connection:
         await migrate.apply(connection)

@@ -36,7 +36,7 @@ from pgqueuer.models import Job
 from pgqueuer.types import QueueExecutionMode
 
 from bench.http_load import wrk
-from bench.options import database_parser
+from bench.scratch import database_parser, fresh_database
 from generation import queue
 from generation.dispatcher import Dispatcher
 from generation.finisher import Finished
@@ -46,7 +46,7 @@ from generation.sweeper import Sweeper
 from generation.worker import Worker
 from server import migrate
 from server.auth import create_key
-from server.database import create_pool, with_database
+from server.database import create_pool
 from tests.support.server import running_server
 
 BARE_SCHEMA = """
@@ -80,16 +80,6 @@ def forget(started: asyncio.Queue[float]) -> None:
     """Drop start times left over from an earlier phase: each sample is its own job's."""
     while not started.empty():
         started.get_nowait()
-
-
-async def fresh_database(server: str, name: str) -> str:
-    admin = await asyncpg.connect(server)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return with_database(server, name)
 
 
 # --- warmpool ---------------------------------------------------------------------------

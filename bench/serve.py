@@ -33,12 +33,12 @@ from functools import partial
 import asyncpg
 
 from bench.http_load import Figures, figures, wrk
-from bench.options import database_parser
+from bench.scratch import database_parser, fresh_database
 from core.domains import load
 from pool import serving
 from server import migrate
 from server.auth import create_key
-from server.database import create_pool, with_database
+from server.database import create_pool
 from tests.support.server import running_server
 
 TRACK = "backend-engineer"
@@ -132,11 +132,7 @@ def report(title: str, found: dict[str, Figures]) -> None:
 
 
 async def main(arguments: argparse.Namespace) -> None:
-    admin = await asyncpg.connect(arguments.database_url)
-    await admin.execute("DROP DATABASE IF EXISTS bench_serve WITH (FORCE)")
-    await admin.execute("CREATE DATABASE bench_serve")
-    await admin.close()
-    database_url = with_database(arguments.database_url, "bench_serve")
+    database_url = await fresh_database(arguments.database_url, "bench_serve")
     pool = await create_pool(database_url)
     async with pool.acquire() as connection:
         await migrate.apply(connection)

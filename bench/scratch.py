@@ -1,9 +1,13 @@
-"""The command line every benchmark on a database shares."""
+"""What every benchmark on a database shares: its command line and a scratch database."""
 
 from __future__ import annotations
 
 import argparse
 import os
+
+import asyncpg
+
+from server.database import with_database
 
 
 def database_parser(doc: str) -> argparse.ArgumentParser:
@@ -19,3 +23,14 @@ def database_parser(doc: str) -> argparse.ArgumentParser:
         ),
     )
     return parser
+
+
+async def fresh_database(server: str, name: str) -> str:
+    """The URL of database `name` on `server`, made anew and empty."""
+    admin = await asyncpg.connect(server)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    return with_database(server, name)
