@@ -253,6 +253,18 @@ async def read_job(client: Client, keys: dict[Role, str], job_id: str) -> dict[s
     return job
 
 
+async def decide(
+    client: Client, keys: dict[Role, str], mission_id: str, decision: str, **body: str
+) -> dict[str, Any]:
+    """A reviewer's decision on a mission, which must be accepted; the mission after it."""
+    answer = await client.post(
+        f"/v1/qa/missions/{mission_id}/{decision}", json=body, headers=bearer(keys["qa_reviewer"])
+    )
+    assert answer.status_code == 200, answer.text
+    mission: dict[str, Any] = answer.json()
+    return mission
+
+
 async def test_approval_over_http_serves_the_waiting_user(
     client: Client, keys: dict[Role, str], pool: asyncpg.Pool
 ) -> None:
@@ -261,11 +273,8 @@ async def test_approval_over_http_serves_the_waiting_user(
     other = await waiting_job(client, keys, pool, "bea")
     mission = (await client.get(f"/v1/qa/missions/{job['mission_id']}", headers=reviewer)).json()
 
-    approved = await client.post(
-        f"/v1/qa/missions/{job['mission_id']}/approve", json={}, headers=reviewer
-    )
-    assert approved.status_code == 200, approved.text
-    assert approved.json()["qa_status"] == "approved"
+    approved = await decide(client, keys, job["mission_id"], "approve")
+    assert approved["qa_status"] == "approved"
 
     done = await read_job(client, keys, job["id"])
     assert (done["status"], done["error"], done["mission_id"]) == (
@@ -306,12 +315,9 @@ async def test_rejection_over_http_fails_the_waiting_job_with_the_reason(
 ) -> None:
     job = await waiting_job(client, keys, pool, "bob")
     other = await waiting_job(client, keys, pool, "bea")
-    rejected = await client.post(
-        f"/v1/qa/missions/{job['mission_id']}/reject",
-        json={"reason": "the flaw is spelled out in the brief"},
-        headers=bearer(keys["qa_reviewer"]),
+    await decide(
+        client, keys, job["mission_id"], "reject", reason="the flaw is spelled out in the brief"
     )
-    assert rejected.status_code == 200, rejected.text
 
     failed = await read_job(client, keys, job["id"])
     assert (failed["status"], failed["error"], failed["instance_id"]) == (
@@ -328,23 +334,14 @@ async def test_rejection_over_http_fails_the_waiting_job_with_the_reason(
 async def test_retirement_fails_only_a_job_still_waiting_for_review(
     client: Client, keys: dict[Role, str], pool: asyncpg.Pool
 ) -> None:
-    reviewer = bearer(keys["qa_reviewer"])
     served = await waiting_job(client, keys, pool, "cy")
     waits = await waiting_job(client, keys, pool, "dee")
-    approved = await client.post(
-        f"/v1/qa/missions/{served['mission_id']}/approve", json={}, headers=reviewer
-    )
-    assert approved.status_code == 200, approved.text
+    await decide(client, keys, served["mission_id"], "approve")
     completed = await read_job(client, keys, served["id"])
     assert completed["status"] == "completed"
 
     # An approved mission retired: its user's job was settled at approval and stays as it was.
-    retired = await client.post(
-        f"/v1/qa/missions/{served['mission_id']}/retire",
-        json={"reason": "seen online"},
-        headers=reviewer,
-    )
-    assert retired.status_code == 200, retired.text
+    await decide(client, keys, served["mission_id"], "retire", reason="seen online")
     assert await read_job(client, keys, served["id"]) == completed
     assert await read_job(client, keys, waits["id"]) == waits
     instance = await client.get(
@@ -353,12 +350,7 @@ async def test_retirement_fails_only_a_job_still_waiting_for_review(
     assert (instance.status_code, instance.json()["user_id"]) == (200, "cy")
 
     # A mission retired before approval will never be served: its waiting job fails.
-    before_approval = await client.post(
-        f"/v1/qa/missions/{waits['mission_id']}/retire",
-        json={"reason": "a duplicate of another"},
-        headers=reviewer,
-    )
-    assert before_approval.status_code == 200, before_approval.text
+    await decide(client, keys, waits["mission_id"], "retire", reason="a duplicate of another")
     failed = await read_job(client, keys, waits["id"])
     assert (failed["status"], failed["error"], failed["instance_id"]) == (
         "failed",
