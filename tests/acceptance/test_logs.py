@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 
 from tests.support.openai_stub import closed_port_url
 from tests.support.polling import eventually
-from tests.support.server import ROOT, Process, create_keys, environment, free_port, wait_ready
+from tests.support.server import create_keys, environment, free_port, spawn, wait_ready
 
 pytestmark = pytest.mark.slow
 JOB_IN_MESSAGE = re.compile(r"\bjob (\d+)")
@@ -32,19 +31,6 @@ def with_password(url: str) -> tuple[str, str]:
     password = f"db-password-{uuid.uuid4().hex}"
     user, _, host = parts.netloc.rpartition("@")
     return urlunsplit(parts._replace(netloc=f"{user or 'postgres'}:{password}@{host}")), password
-
-
-def serve(port: int, env: dict[str, str], stdout: Path, stderr: Path) -> Process:
-    """`warmpool serve`, its stdout and its stderr (the log stream) written apart."""
-    with stdout.open("wb") as out, stderr.open("wb") as err:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=err,
-        )
-    return Process(popen, stderr)
 
 
 async def test_job_events_are_json_lines_with_their_fields_and_no_secret_is_ever_written(
@@ -67,7 +53,9 @@ async def test_job_events_are_json_lines_with_their_fields_and_no_secret_is_ever
     )
     port = free_port()
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
-    process = serve(port, env, stdout, stderr)
+    process = spawn(
+        [sys.executable, "-m", "server", "serve", "--port", str(port)], env, stderr, stdout=stdout
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, process)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.server import ROOT, Process, environment
+from tests.support.server import ROOT, Process, environment, spawn
 
 pytestmark = pytest.mark.slow
 
@@ -139,17 +139,13 @@ class WorkerRun:
 def start_worker(env: dict[str, str], flags: tuple[str, ...], out_dir: Path) -> Process:
     """`warmpool worker`, its stdout and its stderr (the log stream) written apart; the
     process's `log` is stderr, its stdout beside it with the suffix `.stdout`."""
-    name = uuid.uuid4().hex[:8]
-    stderr = out_dir / f"worker-{name}.stderr"
-    with stderr.with_suffix(".stdout").open("wb") as out, stderr.open("wb") as err:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "server", "worker", *flags],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=err,
-        )
-    return Process(popen, stderr)
+    stderr = out_dir / f"worker-{uuid.uuid4().hex[:8]}.stderr"
+    return spawn(
+        [sys.executable, "-m", "server", "worker", *flags],
+        env,
+        stderr,
+        stdout=stderr.with_suffix(".stdout"),
+    )
 
 
 async def run_worker(

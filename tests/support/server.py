@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,10 +71,15 @@ class Process:
         return self.log.read_text(errors="replace")
 
 
-def spawn(arguments: list[str], env: dict[str, str], log: Path) -> Process:
-    handle = log.open("wb")
-    popen = subprocess.Popen(arguments, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
-    handle.close()
+def spawn(
+    arguments: list[str], env: dict[str, str], log: Path, *, stdout: Path | None = None
+) -> Process:
+    """The command, its output written to `log`; with `stdout`, only stderr (the log stream)
+    goes to `log` and stdout goes there."""
+    with ExitStack() as files:
+        err = files.enter_context(log.open("wb"))
+        out = files.enter_context(stdout.open("wb")) if stdout else err
+        popen = subprocess.Popen(arguments, cwd=ROOT, env=env, stdout=out, stderr=err)
     return Process(popen, log)
 
 
