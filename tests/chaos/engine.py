@@ -113,11 +113,15 @@ class Chaos:
             stop_sampling.set()
             await sampling
         verdict = await judge(self.database, load.accepted)
-        for kill in self.kills:
-            endings = await self.database.fetch(
-                "SELECT status, error FROM generation_jobs WHERE id = ANY($1::bigint[])", kill.held
+        held = [job for kill in self.kills for job in kill.held]
+        ended = {
+            row["id"]: ending_of(row["status"], row["error"])
+            for row in await self.database.fetch(
+                "SELECT id, status, error FROM generation_jobs WHERE id = ANY($1::bigint[])", held
             )
-            kill.endings = dict(Counter(ending_of(row["status"], row["error"]) for row in endings))
+        }
+        for kill in self.kills:
+            kill.endings = dict(Counter(ended[job] for job in kill.held))
         return Report(
             scenario=s,
             verdict=verdict,
