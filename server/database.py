@@ -20,13 +20,23 @@ EMBEDDED_DATABASE = "warmpool"
 # Making a connection takes milliseconds; a database that has not answered in this time is
 # down or unreachable, and whoever asked (a request, a claim) is told so instead of waiting.
 CONNECT_TIMEOUT_SECONDS = 5.0
+# Every connection warmpool opens runs in READ COMMITTED whatever the server's or the
+# database's default: the caps and idempotency keys rely on each statement seeing what
+# committed before it (a lock taken, then a count), which REPEATABLE READ or SERIALIZABLE
+# would answer from a snapshot taken before the lock. The claim also refuses any other.
+SESSION_SETTINGS = {"default_transaction_isolation": "read committed"}
 
 
 class DatabaseUnreachable(Exception):
     """A process cannot start: its database does not answer, or refuses it."""
 
 
-async def create_pool(url: str, *, max_size: int = 20) -> asyncpg.Pool:
+async def create_pool(
+    url: str,
+    *,
+    max_size: int = 20,
+    connection_class: type[asyncpg.Connection] = asyncpg.Connection,
+) -> asyncpg.Pool:
     log.info("database at %s", redacted_url(url))
     # A connection that broke (Postgres restarted) is closed by asyncpg and made again by the
     # next acquire, so the pool recovers by itself once the database is back.
@@ -39,6 +49,8 @@ async def create_pool(url: str, *, max_size: int = 20) -> asyncpg.Pool:
             reset=_keep_session,
             timeout=CONNECT_TIMEOUT_SECONDS,
             command_timeout=30,
+            connection_class=connection_class,
+            server_settings=SESSION_SETTINGS,
         )
     except DATABASE_ERRORS as error:
         raise _unreachable(url, error) from error
@@ -113,11 +125,18 @@ async def resolve_url(settings: Settings) -> str:
     return await embedded_database_url(settings.data_dir)
 
 
+async def connect_url(url: str) -> asyncpg.Connection:
+    """One connection of warmpool's own, outside the pool (LISTEN, the command line)."""
+    return await asyncpg.connect(
+        url, timeout=CONNECT_TIMEOUT_SECONDS, server_settings=SESSION_SETTINGS
+    )
+
+
 async def connect(settings: Settings) -> Connection:
     """One connection, for the command line."""
     url = await resolve_url(settings)
     try:
-        connection = await asyncpg.connect(url, timeout=CONNECT_TIMEOUT_SECONDS)
+        connection = await connect_url(url)
     except DATABASE_ERRORS as error:
         raise _unreachable(url, error) from error
     await _init_connection(connection)

@@ -10,6 +10,7 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
+import asyncpg
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.exceptions.http_exceptions import MethodNotAllowedException
@@ -33,6 +34,10 @@ log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
 # What answers about an unavailable database tell clients to wait: it is usually back soon.
 DATABASE_RETRY_AFTER_SECONDS = 5
+# Two transactions that collided (a serialization failure, a deadlock): the loser changed
+# nothing, and the same request a moment later succeeds.
+CONTENTION_ERRORS = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
+CONTENTION_RETRY_AFTER_SECONDS = 1
 
 
 class BadRequest(Exception):
@@ -58,8 +63,6 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     InvalidReview: (422, "Invalid review", None),
     RequestTimedOut: (503, "Request timed out", DATABASE_RETRY_AFTER_SECONDS),
 }
-
-# What Postgres going away, restarting or failing over raises: 503, never 500.
 
 
 def problem(
@@ -131,9 +134,21 @@ def _database_unavailable(_: Request[Any, Any, Any], error: Exception) -> Respon
     )
 
 
+def _contention(_: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
+    log.warning("concurrent update: %s: %s", type(error).__name__, error)
+    return problem(
+        503,
+        "Concurrent update",
+        "another request changed the same data at the same moment; retry shortly",
+        retry_after=CONTENTION_RETRY_AFTER_SECONDS,
+    )
+
+
 def _unexpected(_: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
     if isinstance(error, OUTAGE_ERRORS):
         return _database_unavailable(_, error)
+    if isinstance(error, CONTENTION_ERRORS):
+        return _contention(_, error)
     log.exception("unhandled error", exc_info=error)
     return problem(500, "Internal Server Error", "an unexpected error occurred; it has been logged")
 
