@@ -60,14 +60,19 @@ def _without_comments(body: str) -> str:
     return "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("--"))
 
 
+# A session that the server terminates in the middle of a statement (a restart, a failover,
+# pg_terminate_backend) sometimes surfaces as asyncpg's protocol-state error rather than as a
+# closed connection; asyncpg's pool then discards that connection on release.
+BROKEN_SESSION_ERRORS = (asyncpg.InterfaceError, asyncpg.InternalClientError)
+
 # What a database outage or a lost connection raises: handled as "try again later".
-DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+DATABASE_ERRORS = (asyncpg.PostgresError, *BROKEN_SESSION_ERRORS, OSError)
 
 # What a database that is away (stopped, restarting, failing over, full) raises, as opposed to
 # a statement's own fault: the same request may well succeed once it is back.
 OUTAGE_ERRORS = (
     OSError,  # refused, reset, unreachable, and TimeoutError
-    asyncpg.InterfaceError,  # the connection closed under the query
+    *BROKEN_SESSION_ERRORS,  # the connection closed under the query
     asyncpg.PostgresConnectionError,
     asyncpg.OperatorInterventionError,  # shutting down, crashed, starting up
     asyncpg.InsufficientResourcesError,  # too many connections

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import asyncpg
@@ -36,6 +37,7 @@ class Dispatcher:
         replenish_cap: int,
         budget: Budget | None = None,
         count_timeout_seconds: float = 2.0,
+        maintenance_timeout_seconds: float = 10.0,
     ) -> None:
         self._pool = pool
         self._worker = worker
@@ -44,26 +46,44 @@ class Dispatcher:
         self._replenish_cap = replenish_cap
         self._budget = claim_parameters(budget)
         self._count_timeout = count_timeout_seconds
+        # Maintenance runs before a tick's claim; a locked table must not stall dispatch.
+        self._maintenance_timeout = maintenance_timeout_seconds
         self._running = False
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopped = False
         self._sweep_due = False
         self._claim_due = False
+        self._claim_unsure = False
         self._background: set[asyncio.Task[None]] = set()
 
     async def run_once(self, now: datetime | None = None) -> list[ClaimedJob]:
-        """One tick: sweep, then claim. Returns the claimed jobs."""
-        try:
-            await self._sweeper.run_once(now)
-        except DATABASE_ERRORS as error:
-            log.warning("sweep failed, will retry next tick: %s", error)
+        """One tick: sweep, settle what this worker's dead processes and lost claim answers
+        left generating, then claim. Returns the claimed jobs."""
+        await self._maintain("sweep", lambda: self._sweeper.run_once(now))
+        await self._maintain("reconcile", lambda: self._worker.reconcile(now))
+        if await self._maintain("release of unheld jobs", self._worker.release_unheld):
+            self._claim_unsure = False
         return await self.claim(now)
+
+    async def _maintain(self, what: str, step: Callable[[], Awaitable[object]]) -> bool:
+        try:
+            async with asyncio.timeout(self._maintenance_timeout):
+                await step()
+        except DATABASE_ERRORS as error:  # TimeoutError included
+            log.warning("%s failed, will retry next tick: %s", what, error)
+            return False
+        return True
 
     async def claim(self, now: datetime | None = None) -> list[ClaimedJob]:
         want = self._worker.free_slots()
         if want <= 0 or self._stopped:
             return []
+        if self._claim_unsure and not await self._maintain(
+            "release of unheld jobs", self._worker.release_unheld
+        ):
+            return []
+        self._claim_unsure = False
         try:
             rows = await self._pool.fetch(
                 queries["job_claim_within_cap"],
@@ -76,7 +96,9 @@ class Dispatcher:
                 timeout=self._count_timeout,
             )
         except DATABASE_ERRORS as error:
-            # Counting in-flight jobs failed (or the claim did): the system counts as full.
+            # Counting in-flight jobs failed (or the claim did): the system counts as full. The
+            # claim may have committed with its answer lost: what it claimed goes back first.
+            self._claim_unsure = True
             log.warning(
                 "claim failed, claiming nothing until the next try: %s",
                 error,
@@ -122,11 +144,16 @@ class Dispatcher:
         try:
             while self._claim_due and not self._stopped:
                 self._claim_due = False
-                if self._sweep_due:
-                    self._sweep_due = False
-                    await self.run_once()
-                else:
-                    await self.claim()
+                try:
+                    if self._sweep_due:
+                        self._sweep_due = False
+                        await self.run_once()
+                    else:
+                        await self.claim()
+                except Exception:
+                    # Not a database error (those are handled where they happen): a bug. The
+                    # dispatcher goes on; the next NOTIFY, freed slot or tick runs it again.
+                    log.exception("dispatch failed", extra={"worker_id": self._worker.id})
         finally:
             self._running = False
             self._idle.set()

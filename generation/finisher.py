@@ -4,7 +4,6 @@ share the next one, so a busy worker pays a few round trips per batch, not per j
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -39,13 +38,18 @@ Store = Callable[[Connection], Awaitable[Finished | Failed]]
 Ending = Finished | Store | Failed
 
 
+def _future() -> asyncio.Future[bool]:
+    future = asyncio.get_running_loop().create_future()
+    # A waiter that gave up (its worker released the job) no longer reads the answer.
+    future.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return future
+
+
 @dataclass
 class _Pending:
     job: ClaimedJob
     ending: Ending
-    done: asyncio.Future[bool] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    done: asyncio.Future[bool] = field(default_factory=_future)
 
 
 class Finisher:
@@ -66,35 +70,45 @@ class Finisher:
         while self._waiting:
             batch, self._waiting = self._waiting, []
             try:
-                # Through a short outage the batch waits and is written then; jobs that the
-                # sweeper failed meanwhile are then simply no longer held.
-                held = await outlasting_outages(
-                    functools.partial(self._flush, batch), what=f"ending {len(batch)} job(s)"
-                )
-            except DATABASE_ERRORS as error:
-                # A long outage: the jobs stay generating without heartbeats, and the sweeper
-                # fails them once it can.
+                ended = await self._flush(batch)
+            except asyncio.CancelledError:
+                for pending in [*batch, *self._waiting]:
+                    pending.done.cancel()
+                raise
+            except Exception as error:
+                # Whatever went wrong (a long outage, a driver fault), every waiter hears of it:
+                # an unanswered one would keep its job generating under a live worker.
+                if not isinstance(error, DATABASE_ERRORS):
+                    log.exception("ending %d job(s) failed", len(batch))
                 for pending in batch:
                     pending.done.set_exception(error)
                 continue
             for pending in batch:
-                pending.done.set_result(pending.job.id in held)
+                pending.done.set_result(pending.job.id in ended)
 
     async def _flush(self, batch: list[_Pending]) -> set[int]:
-        if any(callable(pending.ending) for pending in batch):
-            rows, held = await self._store_and_finish(batch)
-        else:
+        """Write the batch's ends, again after an outage; the ids of the jobs whose end is
+        recorded. Jobs that the sweeper failed meanwhile are simply no longer held."""
+        tries = 0
+
+        async def write() -> set[int]:
+            nonlocal tries
+            tries += 1
+            return await self._write(batch, first_try=tries == 1)
+
+        return await outlasting_outages(write, what=f"ending {len(batch)} job(s)")
+
+    async def _write(self, batch: list[_Pending], *, first_try: bool) -> set[int]:
+        if first_try and not any(callable(pending.ending) for pending in batch):
             # Nothing to store: the conditional UPDATE alone is the fenced transition.
-            rows = [
-                _ended_row(pending.job, pending.ending)
-                for pending in batch
-                if not callable(pending.ending)
-            ]
+            rows = [_ended_row(p.job, p.ending) for p in batch if not callable(p.ending)]
             finished = await self._pool.fetch(
                 queries["jobs_finish_if_generating"], *zip(*rows, strict=True)
             )
-            held = {row["id"] for row in finished}
-            rows = [row for row in rows if row[0] in held]
+            ended = {row["id"] for row in finished}
+            rows = [row for row in rows if row[0] in ended]
+        else:
+            rows, ended = await self._store_and_finish(batch)
         jobs = {pending.job.id: pending.job for pending in batch}
         for job_id, _, status, error, _, _ in rows:
             job = jobs[job_id]
@@ -106,16 +120,21 @@ class Finisher:
                 f": {error}" if error else "",
                 extra={**job.log_fields(), "status": status},
             )
-        return held
+        return ended
 
     async def _store_and_finish(self, batch: list[_Pending]) -> tuple[list[FinalRow], set[int]]:
         async with self._pool.acquire() as connection, connection.transaction():
             locked = await connection.fetch(
-                queries["jobs_lock_if_generating"],
+                queries["jobs_lock_under_attempt"],
                 [pending.job.id for pending in batch],
                 [pending.job.attempt for pending in batch],
             )
-            held = {row["id"] for row in locked}
+            held = {row["id"] for row in locked if row["status"] == "generating"}
+            # Only this attempt's own final transaction makes these: an earlier try whose
+            # commit was acknowledged to nobody (the connection broke at that moment).
+            ended_before = {
+                row["id"] for row in locked if row["status"] in ("completed", "awaiting_review")
+            }
             rows = [
                 await _final_row(connection, p.job, p.ending) for p in batch if p.job.id in held
             ]
@@ -123,7 +142,7 @@ class Finisher:
                 await connection.execute(
                     queries["jobs_finish_if_generating"], *zip(*rows, strict=True)
                 )
-        return rows, held
+        return rows, held | ended_before
 
 
 # id, attempt, status, error, mission id, instance id: a row of jobs_finish_if_generating.

@@ -25,6 +25,10 @@ from generation.queue import Spend, spend_of
 
 queries = Queries("generation")
 
+# How long starting a call waits out an outage: nothing is spent yet, so then the job goes back
+# to the queue. Recording a call's spend waits longer (outlasting_outages' default).
+START_PATIENCE_SECONDS = 30.0
+
 Purpose = Literal["generate", "sabotage"]
 Outcome = Literal["ok", "failed", "refused", "malformed", "unbilled"]
 
@@ -52,23 +56,40 @@ class CallRecord:
 class Ledger:
     """The model-call gate and spend record for one attempt of one job."""
 
-    def __init__(self, pool: asyncpg.Pool, job_id: int, attempt: int) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        job_id: int,
+        attempt: int,
+        *,
+        start_patience_seconds: float = START_PATIENCE_SECONDS,
+    ) -> None:
         self._pool = pool
         self.job_id = job_id
         self.attempt = attempt
+        self._calls = 0
+        self._start_patience = start_patience_seconds
 
     @asynccontextmanager
     async def call(
         self, purpose: Purpose, provider: str, model: str, *, ceiling_usd: Decimal = Decimal(0)
     ) -> AsyncIterator[CallRecord]:
         """One model call, costing at most `ceiling_usd`."""
-        call_id = await self._pool.fetchval(
+        self._calls += 1
+        start = functools.partial(
+            self._pool.fetchval,
             queries["llm_call_start_if_generating"],
             self.job_id,
             self.attempt,
             purpose,
             provider,
             model,
+            self._calls,
+        )
+        call_id = await outlasting_outages(
+            start,
+            what=f"starting call {self._calls} of job {self.job_id}",
+            patience_seconds=self._start_patience,
         )
         if call_id is None:
             raise JobLost(self.job_id, self.attempt)

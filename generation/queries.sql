@@ -87,13 +87,13 @@ FROM unnest($1::bigint[], $2::int[]) AS held(id, attempt)
 WHERE j.id = held.id AND j.attempt = held.attempt AND j.status = 'generating'
 RETURNING j.id;
 
--- name: jobs_lock_if_generating
+-- name: jobs_lock_under_attempt
 -- Opens the final transaction of a batch of jobs: while it holds these rows the sweeper
--- cannot fail them, and a job the sweeper got first is simply not returned.
-SELECT j.id FROM generation_jobs j
+-- cannot fail them. Each job comes back with its status under that attempt: generating (still
+-- this attempt's to end), or whatever the sweeper or an earlier try of this transaction made it.
+SELECT j.id, j.status FROM generation_jobs j
 JOIN unnest($1::bigint[], $2::int[]) AS held(id, attempt)
   ON j.id = held.id AND j.attempt = held.attempt
-WHERE j.status = 'generating'
 ORDER BY j.id
 FOR UPDATE OF j;
 
@@ -139,11 +139,14 @@ WHERE status = 'pending' AND created_at < coalesce($2::timestamptz, now()) - $1:
 RETURNING id;
 
 -- name: jobs_fail_if_owned_by_dead_process
--- At worker start: jobs that a previous process of this worker held when it died.
+-- Jobs that a previous process of this worker held when it died: the caller names the exact
+-- identities it found dead, and a heartbeat still fresh means a live process after all (a
+-- reused pid, a machine name shared by mistake), so that job is not this caller's to fail.
 UPDATE generation_jobs
-SET status = 'failed', finished_at = now(),
+SET status = 'failed', finished_at = coalesce($3::timestamptz, now()),
     error = 'worker ' || worker_id || ' died mid-generation and was restarted'
 WHERE status = 'generating' AND worker_id = ANY($1::text[])
+  AND heartbeat_at < coalesce($3::timestamptz, now()) - $2::interval
 RETURNING id, attempt, worker_id;
 
 -- name: jobs_release_if_generating
@@ -158,9 +161,20 @@ FROM unnest($1::bigint[], $2::int[]) AS held(id, attempt)
 WHERE j.id = held.id AND j.attempt = held.attempt AND j.status = 'generating'
 RETURNING j.id, j.attempt;
 
--- name: workers_generating_on_host
-SELECT DISTINCT worker_id FROM generation_jobs
-WHERE status = 'generating' AND worker_id LIKE $1::text || ':%';
+-- name: jobs_release_if_not_held
+-- Jobs generating under this worker's identity that it does not run: a claim whose answer
+-- never reached it (a timeout, a broken connection) committed them all the same. The caller
+-- runs this between its own claims, never beside one, so no claim of its own is in flight.
+UPDATE generation_jobs
+SET status = 'pending', attempt = attempt + 1, worker_id = NULL, started_at = NULL,
+    heartbeat_at = NULL
+WHERE status = 'generating' AND worker_id = $1::text AND NOT (id = ANY($2::bigint[]))
+RETURNING id, attempt;
+
+-- name: worker_ids_generating
+-- Who holds the jobs in flight (at most the global cap of rows): the caller matches each
+-- identity exactly, never by pattern.
+SELECT DISTINCT worker_id FROM generation_jobs WHERE status = 'generating';
 
 -- name: jobs_delete_finished_before
 -- Retention, in small batches so no long lock or bloat burst. Ledger rows stay. The batch's
@@ -175,15 +189,28 @@ WHERE id = ANY(ARRAY(
 ));
 
 -- name: llm_call_start_if_generating
--- A model call may start only while its job is still generating under this attempt. The row
--- is written before the call, so a process that dies mid-call leaves its spend on record.
-INSERT INTO llm_calls (job_id, attempt, purpose, provider, model)
-SELECT $1::bigint, $2::int, $3::text, $4::text, $5::text
-WHERE EXISTS (
-    SELECT 1 FROM generation_jobs
+-- A model call may start only while its job is still generating under this attempt. The
+-- job's row is read under a share lock: a sweep or release of the job that is under way but
+-- not yet committed is waited for and then seen, so no call starts for a job being lost. The
+-- ledger row is written before the call, so a process that dies mid-call leaves its spend on
+-- record; keyed by the call's number within its attempt, so a retry after an answer lost in
+-- an outage returns the row the first try wrote (the two branches read one snapshot: exactly
+-- one of them answers).
+WITH job AS (
+    SELECT id FROM generation_jobs
     WHERE id = $1::bigint AND attempt = $2::int AND status = 'generating'
+    FOR SHARE
+),
+inserted AS (
+    INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model)
+    SELECT $1::bigint, $2::int, $6::int, $3::text, $4::text, $5::text FROM job
+    ON CONFLICT (job_id, attempt, call_number) DO NOTHING
+    RETURNING id
 )
-RETURNING id;
+SELECT id FROM inserted
+UNION ALL
+SELECT c.id FROM llm_calls c, job
+WHERE c.job_id = $1::bigint AND c.attempt = $2::int AND c.call_number = $6::int;
 
 -- name: llm_call_finish
 -- Always recorded, even when the job was lost meanwhile: then it is marked orphaned.
@@ -255,3 +282,30 @@ SELECT outcome, count(*) AS llm_calls,
        coalesce(sum(cost_usd), 0) AS cost_usd
 FROM llm_calls
 GROUP BY outcome;
+
+-- name: worker_by_name
+SELECT worker_id, heartbeat_at FROM workers WHERE name = $1::text;
+
+-- name: worker_take_name
+-- This process takes its worker's name, unless another process holds it and heartbeats: the
+-- holder must be the one the caller found dead ($6, a process of this machine that no longer
+-- exists) or silent for longer than the heartbeat timeout. Two processes taking a free name at
+-- the same moment: the primary key lets one insert, and the other's update then finds the
+-- winner's fresh row and takes nothing.
+INSERT INTO workers AS w (name, worker_id, started_at, heartbeat_at, slots, domains, disabled)
+VALUES ($1::text, $2::text, now(), now(), $3::int, $4::text[], $5::jsonb)
+ON CONFLICT (name) DO UPDATE
+SET worker_id = excluded.worker_id, started_at = excluded.started_at,
+    heartbeat_at = excluded.heartbeat_at, slots = excluded.slots, running = 0,
+    domains = excluded.domains, disabled = excluded.disabled
+WHERE w.worker_id = $6::text OR w.heartbeat_at < now() - $7::interval
+RETURNING worker_id;
+
+-- name: worker_heartbeat_if_held
+-- Nothing when another process took the name (this one was silent past the timeout).
+UPDATE workers SET heartbeat_at = now(), running = $3::int
+WHERE name = $1::text AND worker_id = $2::text
+RETURNING name;
+
+-- name: worker_give_up_name
+DELETE FROM workers WHERE name = $1::text AND worker_id = $2::text;

@@ -29,7 +29,6 @@ class Sweeper:
         heartbeat_timeout: timedelta,
         stuck_after: timedelta,
         pending_expiry: timedelta,
-        timeout_seconds: float = 10.0,
         metrics: QueueMetrics | None = None,
     ) -> None:
         self._pool = pool
@@ -37,8 +36,6 @@ class Sweeper:
         self._heartbeat_timeout = heartbeat_timeout
         self._stuck_after = stuck_after
         self._pending_expiry = pending_expiry
-        # A sweep runs before every claim; a locked table must not stall dispatch forever.
-        self._timeout = timeout_seconds
 
     async def run_once(self, now: datetime | None = None) -> Swept:
         stale = await self._pool.fetch(
@@ -46,7 +43,6 @@ class Sweeper:
             self._heartbeat_timeout,
             self._stuck_after,
             now,
-            timeout=self._timeout,
         )
         for row in stale:
             log.warning(
@@ -65,7 +61,6 @@ class Sweeper:
             queries["jobs_fail_if_pending_expired"],
             self._pending_expiry,
             now,
-            timeout=self._timeout,
         )
         for row in expired:
             log.warning(

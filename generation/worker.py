@@ -4,15 +4,17 @@ heartbeats, and reconciling what a crashed process left behind."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
+import socket
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import asyncpg
 
-from core.sql import DATABASE_ERRORS, Queries
+from core.sql import DATABASE_ERRORS, OUTAGE_ERRORS, Queries, outlasting_outages
 from generation.finisher import Ending, Failed, Finisher
 from generation.jobs import ClaimedJob
 from generation.ledger import JobLost, Ledger
@@ -20,9 +22,17 @@ from generation.ledger import JobLost, Ledger
 queries = Queries("generation")
 log = logging.getLogger(__name__)
 
-# At a stop, how long a generation that has ended may take to write its end (a transaction,
-# waited out through a short outage) before it is stopped too; the sweeper settles the rest.
+# How long a job's writes wait out a database outage before the worker gives up on them:
+# starting a model call, writing the job's end (then the job goes back to the queue: heartbeats
+# vouch for a job only while its generation runs or its end is written within this bound), and
+# giving a job back (then the sweeper frees its slot).
+PATIENCE_SECONDS = 30.0
+# How long a generation that has ended may take to write its end at a stop, where the process
+# manager's kill timeout is waiting; then it is released too.
 FINISHING_SECONDS = 10
+# A job whose heartbeat has been silent this long, held by a process of this worker that no
+# longer exists, is presumed dead (the runtime passes two heartbeat intervals).
+PRESUMED_DEAD_AFTER = timedelta(seconds=30)
 
 
 class GenerationFailed(Exception):
@@ -49,12 +59,16 @@ class Worker:
         *,
         name: str,
         capacity: int,
+        host: str | None = None,
+        presumed_dead_after: timedelta = PRESUMED_DEAD_AFTER,
+        patience_seconds: float = PATIENCE_SECONDS,
         on_slot_freed: Callable[[], None] = lambda: None,
     ) -> None:
         self._pool = pool
         self._generator = generator
-        self.id = f"{name}:{os.getpid()}"
         self.name = name
+        self.host = host or socket.gethostname()
+        self.id = worker_identity(name, self.host, os.getpid())
         self.capacity = capacity
         self._slots = asyncio.Semaphore(capacity)
         self._running: dict[int, tuple[ClaimedJob, asyncio.Task[None]]] = {}
@@ -62,6 +76,8 @@ class Worker:
         self._finishing: set[int] = set()
         self._finisher = Finisher(pool)
         self._on_slot_freed = on_slot_freed
+        self._presumed_dead_after = presumed_dead_after
+        self._patience = patience_seconds
 
     def free_slots(self) -> int:
         return self.capacity - len(self._running)
@@ -78,9 +94,7 @@ class Worker:
             async with self._slots:
                 ending = await self._generate(job)
                 if ending is not None:
-                    self._finishing.add(job.id)
-                    if not await self._finisher.finish(job, ending):
-                        _log_lost_race(job, "its final transition")
+                    await self._end(job, ending)
         except asyncio.CancelledError:
             log.info(
                 "job %s attempt %s stopped in this process",
@@ -89,22 +103,16 @@ class Worker:
                 extra=self._fields(job),
             )
             raise
-        except DATABASE_ERRORS as error:
-            log.error(  # noqa: TRY400 (an outage, not a bug; the sweeper will fail the job)
-                "job %s attempt %s: could not record its end: %s",
-                job.id,
-                job.attempt,
-                error,
-                extra=self._fields(job),
-            )
         finally:
             del self._running[job.id]
             self._finishing.discard(job.id)
             self._on_slot_freed()
 
     async def _generate(self, job: ClaimedJob) -> Ending | None:
+        """The generation's ending, or None when the job is no longer this attempt's to end."""
         try:
-            return await self._generator.generate(job, Ledger(self._pool, job.id, job.attempt))
+            ledger = Ledger(self._pool, job.id, job.attempt, start_patience_seconds=self._patience)
+            return await self._generator.generate(job, ledger)
         except JobLost:
             _log_lost_race(job, "a model call")
             return None
@@ -113,9 +121,60 @@ class Worker:
                 "job %s attempt %s failed: %s", job.id, job.attempt, error, extra=self._fields(job)
             )
             return Failed(str(error))
+        except OUTAGE_ERRORS as error:
+            # The database went away longer than the generation's writes could wait: nothing is
+            # wrong with the job, which goes back to the queue.
+            log.warning(
+                "job %s attempt %s: the database went away mid-generation (%s); giving the job "
+                "back to the queue",
+                job.id,
+                job.attempt,
+                error,
+                extra=self._fields(job),
+            )
+            await self._give_back(job)
+            return None
         except Exception as error:
             log.exception("job %s attempt %s crashed", job.id, job.attempt, extra=self._fields(job))
             return Failed(f"generation crashed: {type(error).__name__}: {error}")
+
+    async def _end(self, job: ClaimedJob, ending: Ending) -> None:
+        self._finishing.add(job.id)
+        try:
+            async with asyncio.timeout(self._patience):
+                written = await self._finisher.finish(job, ending)
+        except Exception as error:  # an outage past the finisher's patience, a driver fault
+            log.error(  # noqa: TRY400 (the finisher logged what was unexpected)
+                "job %s attempt %s: could not record its end (%s); giving the job back to the "
+                "queue",
+                job.id,
+                job.attempt,
+                _describe(error, self._patience),
+                extra=self._fields(job),
+            )
+            await self._give_back(job)
+            return
+        if not written:
+            _log_lost_race(job, "its final transition")
+
+    async def _give_back(self, job: ClaimedJob) -> None:
+        """Release one job whose generation cannot end here. If even that fails, the job leaves
+        this worker anyway: no heartbeat vouches for it, and the sweeper frees its slot."""
+        try:
+            await outlasting_outages(
+                functools.partial(self._release, [job]),
+                what=f"giving job {job.id} back",
+                patience_seconds=self._patience,
+            )
+        except DATABASE_ERRORS as error:
+            log.error(  # noqa: TRY400 (an outage, not a bug)
+                "job %s attempt %s: could not give it back to the queue, the sweeper will fail "
+                "it: %s",
+                job.id,
+                job.attempt,
+                error,
+                extra=self._fields(job),
+            )
 
     def _fields(self, job: ClaimedJob) -> dict[str, object]:
         return {**job.log_fields(), "worker_id": self.id}
@@ -134,22 +193,41 @@ class Worker:
                 now,
             )
         }
-        lost = [job for job in held if job.id not in alive]
+        # A job that ended while the heartbeat ran is gone from the table's generating rows
+        # without being lost: only one still generating here, its end not being written, is.
+        lost = [job for job in held if job.id not in alive and self._generating(job)]
         for job in lost:
             _log_lost_race(job, "a heartbeat")
-            entry = self._running.get(job.id)
-            if entry is not None and entry[0].attempt == job.attempt:
-                entry[1].cancel()
+            self._running[job.id][1].cancel()
         return lost
 
-    async def reconcile(self) -> list[int]:
-        """At start: fail the jobs that earlier, now dead, processes on this machine held."""
-        candidates = await self._pool.fetch(queries["workers_generating_on_host"], self.name)
-        dead = [row["worker_id"] for row in candidates if not _process_alive(row["worker_id"])]
+    def _generating(self, job: ClaimedJob) -> bool:
+        entry = self._running.get(job.id)
+        return (
+            entry is not None and entry[0].attempt == job.attempt and job.id not in self._finishing
+        )
+
+    async def reconcile(self, now: datetime | None = None) -> list[int]:
+        """Fail the jobs that other, now dead, processes of this worker on this machine held,
+        once their heartbeats have been silent for `presumed_dead_after`: a live process beats
+        sooner. Faster than the sweeper, which waits for the heartbeat timeout."""
+        rows = await self._pool.fetch(queries["worker_ids_generating"])
+        dead = [
+            row["worker_id"]
+            for row in rows
+            if (owner := parse_worker_identity(row["worker_id"])) is not None
+            and owner[:2] == (self.name, self.host)
+            # This process's own identity (a pid reused, as in a restarted container) is
+            # release_unheld's: whatever this process does not run goes back to the queue.
+            and owner[2] != os.getpid()
+            and not process_alive(owner[2])
+        ]
         if not dead:
             return []
-        rows = await self._pool.fetch(queries["jobs_fail_if_owned_by_dead_process"], dead)
-        for row in rows:
+        failed = await self._pool.fetch(
+            queries["jobs_fail_if_owned_by_dead_process"], dead, self._presumed_dead_after, now
+        )
+        for row in failed:
             log.warning(
                 "job %s attempt %s failed: its worker %s died",
                 row["id"],
@@ -160,6 +238,21 @@ class Worker:
                     "attempt": row["attempt"],
                     "worker_id": row["worker_id"],
                 },
+            )
+        return [row["id"] for row in failed]
+
+    async def release_unheld(self) -> list[int]:
+        """Give back the jobs generating under this worker's identity that it does not run: a
+        claim committed them but its answer never arrived. Only between claims."""
+        rows = await self._pool.fetch(
+            queries["jobs_release_if_not_held"], self.id, list(self._running)
+        )
+        for row in rows:
+            log.warning(
+                "job %s went back to the queue as attempt %s: its claim's answer was lost",
+                row["id"],
+                row["attempt"],
+                extra={"job_id": row["id"], "attempt": row["attempt"], "worker_id": self.id},
             )
         return [row["id"] for row in rows]
 
@@ -174,27 +267,25 @@ class Worker:
         """Give the generations still under way back to the queue, each as pending under a new
         attempt, and stop them. Released first, so a stopped generation writes nothing more
         than its model call under way, recorded in the ledger as orphaned. A generation that
-        has ended is not released but given a moment to write its end: its result is paid for."""
-        held = [job for job in self.running() if job.id not in self._finishing]
-        released = await self._release(held) if held else []
-        for job_id in released:
-            if (entry := self._running.get(job_id)) is not None:
-                entry[1].cancel()
+        has ended is given a moment to write its end first (its result is paid for), and is
+        released too if it could not."""
+        released = await self._release_at_stop(
+            [job for job in self.running() if job.id not in self._finishing]
+        )
         finishing = [
             task for job_id, (_, task) in self._running.items() if job_id in self._finishing
         ]
         if finishing:
             await asyncio.wait(finishing, timeout=FINISHING_SECONDS)
+        released += await self._release_at_stop(self.running())
         await self.stop()
         return released
 
-    async def _release(self, held: list[ClaimedJob]) -> list[int]:
+    async def _release_at_stop(self, held: list[ClaimedJob]) -> list[int]:
+        if not held:
+            return []
         try:
-            rows = await self._pool.fetch(
-                queries["jobs_release_if_generating"],
-                [job.id for job in held],
-                [job.attempt for job in held],
-            )
+            released = await self._release(held)
         except DATABASE_ERRORS as error:
             log.error(  # noqa: TRY400 (an outage, not a bug)
                 "could not release %d job(s) back to the queue, the sweeper will fail them: %s",
@@ -203,6 +294,17 @@ class Worker:
                 extra={"worker_id": self.id},
             )
             return []
+        for job_id in released:
+            if (entry := self._running.get(job_id)) is not None:
+                entry[1].cancel()
+        return released
+
+    async def _release(self, held: list[ClaimedJob]) -> list[int]:
+        rows = await self._pool.fetch(
+            queries["jobs_release_if_generating"],
+            [job.id for job in held],
+            [job.attempt for job in held],
+        )
         by_id = {job.id: job for job in held}
         for row in rows:
             job = by_id[row["id"]]
@@ -222,13 +324,22 @@ class Worker:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _process_alive(worker_id: str) -> bool:
-    pid_text = worker_id.rpartition(":")[2]
-    if not pid_text.isdigit():
-        return True  # not ours to judge; the sweeper will
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return False  # we have just started: nothing is ours yet
+def worker_identity(name: str, host: str, pid: int) -> str:
+    """Who holds a job: the worker's name, its machine and its process, in `worker_id`."""
+    return f"{name}:{host}:{pid}"
+
+
+def parse_worker_identity(worker_id: str) -> tuple[str, str, int] | None:
+    """(name, host, pid) of a `worker_identity`; a name may hold colons, a host name never
+    does. None for any other shape."""
+    rest, _, pid = worker_id.rpartition(":")
+    name, _, host = rest.rpartition(":")
+    if not (name and host and pid.isdigit()):
+        return None
+    return name, host, int(pid)
+
+
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -236,6 +347,12 @@ def _process_alive(worker_id: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _describe(error: Exception, patience_seconds: float) -> str:
+    if isinstance(error, TimeoutError):
+        return f"not written within {patience_seconds:g} s"
+    return f"{type(error).__name__}: {error}"
 
 
 def _log_lost_race(job: ClaimedJob, step: str) -> None:

@@ -16,6 +16,7 @@ import uvicorn
 from core import domains
 from core.domains import DomainMapError
 from generation.openai.prices import PriceError
+from generation.registry import WorkerNameTaken
 from server import database, logs, migrate
 from server.app import create_app
 from server.auth import ROLES, create_key
@@ -36,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Logs go to stderr; stdout carries what a command prints for the person who ran it.
         logs.configure(settings, getattr(arguments, "log_format", None))
         return int(arguments.run(settings, arguments) or 0)
-    except (SettingsError, DomainMapError, PriceError) as error:
+    except (SettingsError, DomainMapError, PriceError, WorkerNameTaken) as error:
         print(f"warmpool: {error}", file=sys.stderr)
         return 2
     except database.DatabaseUnreachable as error:
@@ -103,8 +104,10 @@ def _serve(settings: Settings, arguments: argparse.Namespace) -> int:
         # lifespan's shutdown (the worker's own grace, if this process runs one).
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
     )
-    _Server(config).run()
-    return 0
+    server = _Server(config)
+    server.run()
+    # Not started: the lifespan refused (a worker name held by a live process, say), as logged.
+    return 0 if server.started else 1
 
 
 class _Server(uvicorn.Server):

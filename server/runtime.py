@@ -19,12 +19,13 @@ from core.domains import DomainMap
 from core.sql import DATABASE_ERRORS, Connection
 from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
 from generation.metrics import QueueMetrics
+from generation.registry import Capabilities, Registration
 from generation.retention import Retention
 from generation.sweeper import Sweeper
 from generation.worker import Generator, Worker
 from pool.replenish import Replenisher
 from server import services
-from server.database import CONNECT_TIMEOUT_SECONDS
+from server.database import CONNECT_TIMEOUT_SECONDS, connect_url
 from server.generation import mission_pipeline, spend_budget
 from server.settings import Settings
 
@@ -44,6 +45,7 @@ class WorkerRuntime:
         generator: Generator,
         replenisher: Replenisher | None = None,
         metrics: QueueMetrics | None = None,
+        capabilities: Capabilities | None = None,
     ) -> None:
         self._database_url = database_url
         self._settings = settings
@@ -52,7 +54,14 @@ class WorkerRuntime:
             generator,
             name=settings.worker_name,
             capacity=settings.worker_slots,
+            presumed_dead_after=timedelta(seconds=2 * settings.heartbeat_interval_seconds),
             on_slot_freed=self._wake,
+        )
+        self.registration = Registration(
+            pool,
+            self.worker,
+            heartbeat_timeout=timedelta(seconds=settings.heartbeat_timeout_seconds),
+            capabilities=capabilities or Capabilities(),
         )
         self.sweeper = Sweeper(
             pool,
@@ -77,7 +86,9 @@ class WorkerRuntime:
         self._listener: Connection | None = None
 
     async def start(self) -> None:
-        await self.worker.reconcile()
+        """Raises WorkerNameTaken while another live process runs under this worker's name."""
+        await self.registration.take()
+        # The first tick, at once, settles what earlier processes of this worker left behind.
         await self._listen()
         every = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
         now = datetime.now(UTC)
@@ -126,6 +137,10 @@ class WorkerRuntime:
         if self._passes:
             await asyncio.wait(self._passes, timeout=PASS_GRACE_SECONDS)
         self._scheduler.shutdown(wait=False)
+        try:
+            await self.registration.give_up()
+        except DATABASE_ERRORS as error:
+            log.warning("could not give up the worker's name, it lapses by itself: %s", error)
         log.info("worker %s stopped", self.worker.id, extra={"worker_id": self.worker.id})
 
     def _schedule(
@@ -137,6 +152,10 @@ class WorkerRuntime:
             self._passes.add(task)
             try:
                 await run()
+            except Exception:
+                # A database error is handled inside each pass; this is a bug. The schedule
+                # goes on, so the next turn runs the pass again.
+                log.exception("%s failed; it runs again at its next turn", run.__qualname__)
             finally:
                 self._passes.discard(task)
 
@@ -152,6 +171,7 @@ class WorkerRuntime:
     async def _heartbeat(self) -> None:
         try:
             await self.worker.heartbeat_once()
+            await self.registration.beat()
         except DATABASE_ERRORS as error:
             log.warning("heartbeat failed, will retry: %s", error)
 
@@ -166,9 +186,7 @@ class WorkerRuntime:
         # A dedicated connection: a pooled one would lose its LISTEN when returned to the pool.
         # When it breaks (Postgres restarted), the tick keeps dispatching and reconnects it.
         try:
-            self._listener = await asyncpg.connect(
-                self._database_url, timeout=CONNECT_TIMEOUT_SECONDS
-            )
+            self._listener = await connect_url(self._database_url)
             await self._listener.add_listener(NOTIFY_CHANNEL, self._on_notify)
         except DATABASE_ERRORS as error:
             self._listener = None
@@ -199,11 +217,18 @@ async def running_worker(
     """A worker generating real missions: the mission pipeline, dispatched and swept, and the
     pool's replenishment; counted in `metrics` when this process serves /metrics."""
     async with mission_pipeline(settings, domain_map, database_url) as pipeline:
+        unavailable = {
+            domain.name: pipeline.unavailable(domain) for domain in domain_map.domains.values()
+        }
         runtime = WorkerRuntime(
             pool,
             database_url,
             settings,
             pipeline,
+            capabilities=Capabilities(
+                domains=tuple(name for name, reason in unavailable.items() if reason is None),
+                disabled={name: reason for name, reason in unavailable.items() if reason},
+            ),
             replenisher=services.replenisher(
                 pool,
                 settings,

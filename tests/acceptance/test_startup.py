@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from generation.worker import worker_identity
 from tests.support.server import ROOT, Process, environment, spawn
 
 pytestmark = pytest.mark.slow
@@ -116,6 +117,7 @@ async def test_a_bad_domain_map_stops_start_up_naming_the_file_the_entry_and_the
 
 @dataclass
 class WorkerRun:
+    name: str
     pid: int
     returncode: int
     stdout: str
@@ -123,7 +125,7 @@ class WorkerRun:
 
     @property
     def worker_id(self) -> str:
-        return f"{WORKER_NAME}:{self.pid}"
+        return worker_identity(self.name, socket.gethostname(), self.pid)
 
     def events(self) -> list[dict[str, Any]]:
         """Every line of stderr, as the JSON object it must be; none of them an error."""
@@ -148,10 +150,21 @@ def start_worker(env: dict[str, str], flags: tuple[str, ...], out_dir: Path) -> 
     )
 
 
+async def started(process: Process, name: str) -> None:
+    """Once the worker has logged that it started."""
+    line = f"worker {worker_identity(name, socket.gethostname(), process.popen.pid)} started"
+    deadline = time.monotonic() + 20
+    while line not in process.output():
+        if process.popen.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"the worker did not start:\n{process.output()}")
+        await asyncio.sleep(0.02)
+
+
 async def run_worker(
     database_url: str,
     tmp_path: Path,
     *flags: str,
+    name: str = WORKER_NAME,
     overrides: dict[str, str] | None = None,
 ) -> WorkerRun:
     """`warmpool worker` on the quiet map, until it logs that it started; then, at once
@@ -162,23 +175,40 @@ async def run_worker(
         database_url,
         {
             "WARMPOOL_DOMAIN_MAP": str(domain_map),
-            "WARMPOOL_WORKER_NAME": WORKER_NAME,
+            "WARMPOOL_WORKER_NAME": name,
             **(overrides or {}),
         },
     )
     process = start_worker(env, flags, tmp_path)
     pid = process.popen.pid
-    started = f"worker {WORKER_NAME}:{pid} started"
     try:
-        deadline = time.monotonic() + 20
-        while started not in process.output():
-            if process.popen.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"the worker did not start:\n{process.output()}")
-            await asyncio.sleep(0.02)
+        await started(process, name)
     finally:
         returncode = await asyncio.to_thread(process.stop, signal.SIGTERM, 15)
     stdout = process.log.with_suffix(".stdout").read_text()
-    return WorkerRun(pid, returncode, stdout, process.output())
+    return WorkerRun(name, pid, returncode, stdout, process.output())
+
+
+async def test_a_second_worker_under_a_name_a_live_one_holds_is_refused(
+    database_url: str, tmp_path: Path
+) -> None:
+    domain_map = tmp_path / "quiet.yaml"
+    domain_map.write_text(QUIET_MAP)
+    env = environment(
+        database_url, {"WARMPOOL_DOMAIN_MAP": str(domain_map), "WARMPOOL_WORKER_NAME": "shared"}
+    )
+    holder = start_worker(env, (), tmp_path)
+    try:
+        await started(holder, "shared")
+        stderr = await asyncio.to_thread(refused, ["worker"], env)
+    finally:
+        assert await asyncio.to_thread(holder.stop, signal.SIGTERM, 15) == 0
+    last = stderr.splitlines()[-1]
+    assert last.startswith("warmpool: worker name 'shared' is held by shared:"), stderr
+    assert "WARMPOOL_WORKER_NAME" in last
+    assert "Traceback" not in stderr
+    # A holder that stopped gave its name up: the next one starts at once.
+    assert (await run_worker(database_url, tmp_path, name="shared")).returncode == 0
 
 
 # --- --log-format ----------------------------------------------------------------------------
@@ -189,7 +219,7 @@ async def test_log_format_switches_between_json_lines_and_text_with_the_same_mes
 ) -> None:
     as_json, as_text = await asyncio.gather(
         run_worker(database_url, tmp_path),  # stderr is a file: JSON by default
-        run_worker(database_url, tmp_path, "--log-format", "text"),
+        run_worker(database_url, tmp_path, "--log-format", "text", name=f"{WORKER_NAME}-text"),
     )
     assert (as_json.returncode, as_text.returncode) == (0, 0)
     # Logs go to stderr; a worker prints nothing for the person who ran it.

@@ -4,14 +4,15 @@ worker killed mid-job."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
+import socket
 import time
 from collections.abc import Callable
 
 import asyncpg
 import pytest
 
+from generation.worker import parse_worker_identity
 from tests.support.jobs import LIMITS, enqueue
 from tests.support.polling import eventually
 from tests.support.server import Process
@@ -106,9 +107,8 @@ async def test_a_killed_workers_job_is_failed_by_a_survivor_and_its_slot_reused(
 
     await eventually(second_running, 5, "the freed slot to be used")
     survivor = next(process for process in processes if process is not victim)
-    assert await pool.fetchval("SELECT worker_id FROM generation_jobs WHERE id = $1", second) == (
-        f"{os.uname().nodename}:{survivor.popen.pid}"
-    )
+    holder = await pool.fetchval("SELECT worker_id FROM generation_jobs WHERE id = $1", second)
+    assert (parse_worker_identity(holder) or ())[1:] == (socket.gethostname(), survivor.popen.pid)
 
 
 async def test_a_notify_fills_a_free_slot_long_before_the_tick(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from generation.worker import worker_identity
 from tests.support.server import Process, environment, free_port, spawn, wait_ready
 
 START_WITHIN_SECONDS = 60
@@ -36,7 +38,7 @@ class Place:
     @property
     def worker_id(self) -> str:
         """How the worker in this place names itself in generation_jobs.worker_id."""
-        return f"{self.name}:{self.pid}"
+        return worker_identity(self.name, socket.gethostname(), self.pid)
 
     @property
     def url(self) -> str:

@@ -23,8 +23,10 @@ async def add_call(
     pool: asyncpg.Pool, job_id: int, attempt: int, *, outcome: str = "ok", orphaned: bool = False
 ) -> None:
     await pool.execute(
-        """INSERT INTO llm_calls (job_id, attempt, purpose, provider, model, outcome, orphaned)
-           VALUES ($1, $2, 'generate', 'offline', 'offline-catalog', $3, $4)""",
+        """INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, outcome,
+               orphaned)
+           SELECT $1, $2, count(*) + 1, 'generate', 'offline', 'offline-catalog', $3, $4
+           FROM llm_calls WHERE job_id = $1 AND attempt = $2""",
         job_id,
         attempt,
         outcome,

@@ -36,8 +36,8 @@ def dispatcher(
 
 async def spent_today(pool: asyncpg.Pool, usd: str) -> None:
     await pool.execute(
-        "INSERT INTO llm_calls (job_id, attempt, purpose, provider, model, outcome, cost_usd)"
-        " VALUES (0, 1, 'generate', 'test', 'm', 'ok', $1)",
+        "INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, outcome,"
+        " cost_usd) SELECT 0, 1, count(*) + 1, 'generate', 'test', 'm', 'ok', $1 FROM llm_calls",
         Decimal(usd),
     )
 

@@ -1,6 +1,7 @@
 """Dispatch in one process: order, fairness, the global cap, lanes, and counting failures."""
 
 import asyncio
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -10,11 +11,12 @@ from generation import queue
 from generation.dispatcher import Dispatcher
 from generation.jobs import ClaimedJob
 from generation.sweeper import Sweeper
-from generation.worker import Generator, Worker
+from generation.worker import PATIENCE_SECONDS, Generator, Worker
 from tests.support.generators import Gated
 from tests.support.jobs import enqueue
 
 MINUTE = timedelta(minutes=1)
+NAMES = itertools.count()
 
 
 def dispatcher(
@@ -24,9 +26,18 @@ def dispatcher(
     cap: int = 5,
     replenish_cap: int = 5,
     capacity: int | None = None,
-    name: str = "test-worker",
+    name: str | None = None,
+    patience_seconds: float = PATIENCE_SECONDS,
 ) -> Dispatcher:
-    worker = Worker(pool, generator, name=name, capacity=capacity or cap)
+    # Each worker a name of its own: a worker gives back the jobs held under its identity
+    # that it does not run, so two in one process must not share one.
+    worker = Worker(
+        pool,
+        generator,
+        name=name or f"test-worker-{next(NAMES)}",
+        capacity=capacity or cap,
+        patience_seconds=patience_seconds,
+    )
     sweeper = Sweeper(
         pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
     )
@@ -107,14 +118,16 @@ async def test_a_counting_failure_makes_the_dispatcher_claim_nothing(pool: async
     gate = Gated()
     worker = Worker(pool, gate, name="blind", capacity=5)
     sweeper = Sweeper(
-        pool,
-        heartbeat_timeout=MINUTE,
-        stuck_after=10 * MINUTE,
-        pending_expiry=60 * MINUTE,
-        timeout_seconds=0.2,
+        pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
     )
     dispatch = Dispatcher(
-        pool, worker, sweeper, global_cap=5, replenish_cap=5, count_timeout_seconds=0.2
+        pool,
+        worker,
+        sweeper,
+        global_cap=5,
+        replenish_cap=5,
+        count_timeout_seconds=0.2,
+        maintenance_timeout_seconds=0.2,
     )
     async with pool.acquire() as blocker, blocker.transaction():
         # An exclusive lock makes the count time out: the dispatcher cannot know what is in flight.

@@ -22,7 +22,7 @@ HOUR = timedelta(hours=1)
 STATUSES = ("pending", "generating", "awaiting_review", "completed", "failed", "cancelled")
 MISSION = 41
 # A process of this machine ("box") that is no longer alive.
-DEAD = f"box:{PID_MAX + 1}"
+DEAD = f"box:box-host:{PID_MAX + 1}"
 
 
 async def claim(
@@ -406,13 +406,20 @@ async def test_rejecting_a_mission_fails_only_the_jobs_awaiting_its_review(
     assert await row_of(pool, job) == before
 
 
+def restarted(pool: asyncpg.Pool) -> Worker:
+    """The dead process's successor, which takes a silent heartbeat for death at once."""
+    return Worker(
+        pool, Holding(), name="box", host="box-host", capacity=1, presumed_dead_after=timedelta(0)
+    )
+
+
 async def test_a_restarted_worker_fails_the_jobs_its_dead_process_was_generating(
     pool: asyncpg.Pool,
 ) -> None:
     held = [await job_in(pool, "generating", f"user-{n}", worker=DEAD) for n in range(2)]
-    elsewhere = await job_in(pool, "generating", "user-2", worker=f"other-box:{PID_MAX + 1}")
+    elsewhere = await job_in(pool, "generating", "user-2", worker=f"box:other-host:{PID_MAX + 1}")
     before = {job: await row_of(pool, job) for job in [*held, elsewhere]}
-    assert sorted(await Worker(pool, Holding(), name="box", capacity=1).reconcile()) == held
+    assert sorted(await restarted(pool).reconcile()) == held
     for job in held:
         changed = changes(before[job], await row_of(pool, job))
         assert changed.pop("finished_at") is not None
@@ -436,6 +443,9 @@ async def test_a_restarted_worker_fails_only_what_its_dead_process_was_generatin
         "UPDATE generation_jobs SET worker_id = $2 WHERE id = $1 AND worker_id IS NULL", job, DEAD
     )
     before = await row_of(pool, job)
-    assert await Worker(pool, Holding(), name="box", capacity=1).reconcile() == [generating]
+    assert await restarted(pool).reconcile() == [generating]
     assert await row_of(pool, job) == before
-    assert await pool.fetch(queries["jobs_fail_if_owned_by_dead_process"], [DEAD]) == []
+    assert (
+        await pool.fetch(queries["jobs_fail_if_owned_by_dead_process"], [DEAD], timedelta(0), None)
+        == []
+    )

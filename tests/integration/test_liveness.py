@@ -136,23 +136,40 @@ async def test_a_crashed_generation_fails_its_job_with_a_clear_error(pool: async
     )
 
 
-async def test_a_restarted_worker_fails_what_its_dead_processes_held(pool: asyncpg.Pool) -> None:
-    dead_pid = PID_MAX + 1  # never a live process
-    alive_pid = os.getppid()
-    jobs = [await enqueue(pool, f"user-{index}") for index in range(3)]
-    for job, worker_id in zip(
-        jobs, [f"box:{dead_pid}", f"box:{alive_pid}", f"other-box:{dead_pid}"], strict=True
-    ):
+async def test_a_restarted_worker_fails_only_its_own_dead_processes_jobs(
+    pool: asyncpg.Pool,
+) -> None:
+    dead, alive = PID_MAX + 1, os.getppid()  # never a live process; a live one
+    host = "box"
+    silent, beating = datetime.now(UTC) - LATER, datetime.now(UTC)
+    holders = {
+        f"w_1:{host}:{dead}": silent,  # the only one to fail
+        f"w_1:{host}:{dead + 1}": beating,  # a heartbeat still fresh: not dead after all
+        f"w_1:{host}:{alive}": silent,
+        f"wx1:{host}:{dead}": silent,  # names a pattern would match
+        f"w%1:{host}:{dead}": silent,
+        f"w_1:other-host:{dead}": silent,  # a pid judged on another machine
+        f"w_1:{dead}": silent,  # not an identity at all
+    }
+    jobs = {}
+    for index, (worker_id, heartbeat) in enumerate(holders.items()):
+        jobs[worker_id] = await enqueue(pool, f"user-{index}")
         await pool.execute(
             """UPDATE generation_jobs SET status = 'generating', attempt = 1, started_at = now(),
-                   heartbeat_at = now(), worker_id = $2 WHERE id = $1""",
-            job,
+                   heartbeat_at = $3, worker_id = $2 WHERE id = $1""",
+            jobs[worker_id],
             worker_id,
+            heartbeat,
         )
-    assert await Worker(pool, Recording(), name="box", capacity=1).reconcile() == [jobs[0]]
-    assert [(await status_of(pool, job))["status"] for job in jobs] == [
-        "failed",
-        "generating",
-        "generating",
-    ]
-    assert "died mid-generation" in (await status_of(pool, jobs[0]))["error"]
+    worker = Worker(
+        pool, Recording(), name="w_1", host=host, capacity=1, presumed_dead_after=MINUTE
+    )
+    first = f"w_1:{host}:{dead}"
+    assert await worker.reconcile() == [jobs[first]]
+    statuses = {
+        worker_id: (await status_of(pool, job))["status"] for worker_id, job in jobs.items()
+    }
+    assert statuses == {
+        worker_id: "failed" if worker_id == first else "generating" for worker_id in holders
+    }
+    assert "died mid-generation" in (await status_of(pool, jobs[first]))["error"]

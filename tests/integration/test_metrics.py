@@ -58,9 +58,9 @@ async def bill(
     pool: asyncpg.Pool, outcome: str, tokens: tuple[int, int] = (0, 0), usd: str = "0"
 ) -> None:
     await pool.execute(
-        "INSERT INTO llm_calls (job_id, attempt, purpose, provider, model, outcome,"
-        " input_tokens, output_tokens, cost_usd) VALUES (0, 1, 'generate', 'test', 'm', $1, $2,"
-        " $3, $4)",
+        "INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, outcome,"
+        " input_tokens, output_tokens, cost_usd) SELECT 0, 1, count(*) + 1, 'generate', 'test',"
+        " 'm', $1, $2, $3, $4 FROM llm_calls",
         outcome,
         *tokens,
         Decimal(usd),

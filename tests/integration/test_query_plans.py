@@ -320,13 +320,29 @@ async def test_a_starting_worker_finds_its_dead_processes_jobs_among_the_live_ro
     history: str, plan_mode: str
 ) -> None:
     async def reconcile(connection: asyncpg.Connection) -> list[asyncpg.Record]:
-        workers = await connection.fetch(queries["workers_generating_on_host"], "box")
+        workers = await connection.fetch(queries["worker_ids_generating"])
         assert sorted(row["worker_id"] for row in workers) == ["box:7", "box:9"]
-        return await connection.fetch(queries["jobs_fail_if_owned_by_dead_process"], ["box:9"])
+        return await connection.fetch(
+            queries["jobs_fail_if_owned_by_dead_process"], ["box:9"], HEARTBEAT_TIMEOUT, NOW
+        )
 
     failed, plans = await executed_plans(history, plan_mode, reconcile)
 
     assert len(failed) == 1
+    check(plans, only={GENERATING})
+
+
+@plan_modes
+async def test_a_worker_finds_the_jobs_of_a_lost_claim_answer_among_the_live_rows(
+    history: str, plan_mode: str
+) -> None:
+    released, plans = await executed_plans(
+        history,
+        plan_mode,
+        lambda connection: connection.fetch(queries["jobs_release_if_not_held"], "box:7", []),
+    )
+
+    assert len(released) == 3
     check(plans, only={GENERATING})
 
 

@@ -87,8 +87,9 @@ async def test_old_finished_jobs_go_in_batches_and_their_spend_stays(pool: async
     )
     # Two model calls per job, their cost differing from job to job.
     await pool.execute(
-        """INSERT INTO llm_calls (job_id, attempt, purpose, provider, model, outcome, cost_usd)
-           SELECT id, call, 'generate', 'test', 'm', 'ok', (id % 97) / 100.0
+        """INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, outcome,
+               cost_usd)
+           SELECT id, call, 1, 'generate', 'test', 'm', 'ok', (id % 97) / 100.0
            FROM generation_jobs, generate_series(1, 2) call"""
     )
     await pool.execute(

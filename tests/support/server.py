@@ -3,6 +3,7 @@ database, and API keys for them."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -36,6 +37,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+WORKER_NUMBERS = itertools.count()
+
+
 def environment(database_url: str, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         key: value
@@ -45,6 +49,8 @@ def environment(database_url: str, overrides: Mapping[str, str] | None = None) -
     env.update(
         WARMPOOL_DATABASE_URL=database_url,
         WARMPOOL_DOMAIN_MAP=str(ROOT / "domain_map.yaml"),
+        # A name of its own for each process's worker: a name is refused while one holds it.
+        WARMPOOL_WORKER_NAME=f"test-worker-{next(WORKER_NUMBERS)}-{os.getpid()}",
         # A test's processes stop within a second of SIGTERM, releasing what still runs.
         WARMPOOL_SHUTDOWN_GRACE_SECONDS="1",
         PYTHONUNBUFFERED="1",

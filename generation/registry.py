@@ -1,0 +1,91 @@
+"""Workers as rows: a worker process holds its worker's name in `workers` while it runs,
+heartbeats what it can make there, and gives the name up when it stops. A name that another
+live process holds is refused, so no two workers share an identity."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import asyncpg
+import msgspec
+
+from core.sql import Queries
+from generation.worker import Worker, parse_worker_identity, process_alive
+
+queries = Queries("generation")
+log = logging.getLogger(__name__)
+
+
+class WorkerNameTaken(Exception):
+    def __init__(self, name: str, holder: str) -> None:
+        super().__init__(
+            f"worker name {name!r} is held by {holder}, which is still heartbeating; give this "
+            "worker a name of its own (WARMPOOL_WORKER_NAME) or stop the other one"
+        )
+
+
+class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
+    """What a worker can make: its domains, and why it cannot make the others."""
+
+    domains: tuple[str, ...] = ()
+    disabled: dict[str, str] = {}
+
+
+class Registration:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        worker: Worker,
+        *,
+        heartbeat_timeout: timedelta,
+        capabilities: Capabilities,
+    ) -> None:
+        self._pool = pool
+        self._worker = worker
+        self._heartbeat_timeout = heartbeat_timeout
+        self._capabilities = capabilities
+
+    async def take(self) -> None:
+        """Hold the worker's name; raises WorkerNameTaken while another live process does."""
+        holder = await self._pool.fetchrow(queries["worker_by_name"], self._worker.name)
+        dead = holder["worker_id"] if holder and self._dead(holder["worker_id"]) else None
+        taken = await self._pool.fetchval(
+            queries["worker_take_name"],
+            self._worker.name,
+            self._worker.id,
+            self._worker.capacity,
+            list(self._capabilities.domains),
+            self._capabilities.disabled,
+            dead,
+            self._heartbeat_timeout,
+        )
+        if taken is None:
+            holder = await self._pool.fetchrow(queries["worker_by_name"], self._worker.name)
+            raise WorkerNameTaken(self._worker.name, holder["worker_id"] if holder else "another")
+
+    async def beat(self) -> None:
+        held = await self._pool.fetchval(
+            queries["worker_heartbeat_if_held"],
+            self._worker.name,
+            self._worker.id,
+            len(self._worker.running()),
+        )
+        if held is None:
+            log.error(
+                "worker name %s was taken by another process while this one was silent; give "
+                "each worker a name of its own",
+                self._worker.name,
+                extra={"worker_id": self._worker.id},
+            )
+
+    async def give_up(self) -> None:
+        await self._pool.execute(queries["worker_give_up_name"], self._worker.name, self._worker.id)
+
+    def _dead(self, worker_id: str) -> bool:
+        """A holder that was a process of this machine and no longer exists (this process's
+        own identity too: a pid reused after a restart, as in a container)."""
+        owner = parse_worker_identity(worker_id)
+        if owner is None or owner[1] != self._worker.host:
+            return False
+        return worker_id == self._worker.id or not process_alive(owner[2])
