@@ -69,6 +69,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Encrypts and signs the reviewer UI's session cookies. Unset: a random secret kept in
     # data_dir/secret_key; API processes on several machines need one secret set here.
     secret_key: Annotated[str, msgspec.Meta(min_length=32)] | None = None
+    # The session cookie is Secure: browsers send it over https only. False lets a reviewer
+    # sign in over plain http, for a server that only this machine's browser reaches.
+    secure_cookies: bool = True
     # The replenish lane's share of the global cap and of the pending limit. At 1 a refill
     # could take every slot and fill the queue, and a waiting user would find no room; at 0
     # the pool would never refill.
@@ -145,6 +148,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     ),
     "WARMPOOL_WORKER_NAME": ("worker_name", "a name for this machine, unique among workers"),
     "WARMPOOL_SECRET_KEY": ("secret_key", "at least 32 characters of random text"),
+    "WARMPOOL_SECURE_COOKIES": (
+        "secure_cookies",
+        "true (the session cookie goes over https only) or false (plain http too)",
+    ),
     "WARMPOOL_REPLENISH_SHARE": (
         "replenish_share",
         "a fraction strictly between 0 and 1 (of the global cap and the pending limit)",

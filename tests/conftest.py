@@ -59,7 +59,8 @@ async def keys(database_url: str) -> dict[Role, str]:
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[AsyncTestClient[Litestar]]:
-    async with AsyncTestClient(create_app(settings)) as client:
+    # Over https, as in production: the reviewer UI's session cookie is Secure.
+    async with AsyncTestClient(create_app(settings), base_url="https://testserver.local") as client:
         yield client
 
 

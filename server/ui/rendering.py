@@ -83,14 +83,14 @@ def _sign_in_first(_: Request[Any, Any, Any], error: SignInRequired) -> Response
     return Redirect("/qa/sign-in", query_params={"next": error.next_path}, status_code=303)
 
 
-def _form_expired(request: Request[Any, Any, Any], _: FormExpired) -> Response[Any]:
-    return error_page(
-        request,
-        403,
-        "This form has expired",
-        "The form was older than your session, or came from another site. "
-        "Go back, reload the page and send it again.",
+def _form_expired(request: Request[Any, Any, Any], error: FormExpired) -> Response[Any]:
+    detail = (
+        f"Your browser sent no session cookie with the form: {error.hint}."
+        if error.hint
+        else "The form was older than your session, or came from another site. "
+        "Go back, reload the page and send it again."
     )
+    return error_page(request, 403, "This form has expired", detail)
 
 
 def _domain_error(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:

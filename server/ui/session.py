@@ -44,7 +44,12 @@ class SignInRequired(Exception):
 
 
 class FormExpired(Exception):
-    """A POST whose form token is not this session's: a stale page, or another site's form."""
+    """A POST whose form token is not this session's: a stale page, or another site's form;
+    `hint` says what else may be the cause."""
+
+    def __init__(self, hint: str | None = None) -> None:
+        self.hint = hint
+        super().__init__("the form has expired or did not come from this site")
 
 
 def session_middleware(settings: Settings) -> Callable[[ASGIApp], ASGIApp]:
@@ -64,6 +69,7 @@ def cookie_config(settings: Settings) -> CookieBackendConfig:
         key=COOKIE,
         path=HOME,
         max_age=SESSION_SECONDS,
+        secure=settings.secure_cookies,
         httponly=True,
         samesite="lax",
         # Static files carry no session; skipping it keeps their answers free of cookies.
@@ -123,7 +129,19 @@ async def check_form_token(
         and isinstance(expected, str)
         and hmac.compare_digest(posted.encode(), expected.encode())
     ):
-        raise FormExpired("the form has expired or did not come from this site")
+        raise FormExpired(_why_no_cookie(connection) if expected is None else None)
+
+
+def _why_no_cookie(request: Request[Any, Any, Any]) -> str | None:
+    """Why a form came without a session cookie, when the likely cause is plain http."""
+    settings: Settings = request.app.state.services.settings
+    if settings.secure_cookies and request.url.scheme == "http":
+        return (
+            "this page came over plain http, but the session cookie is Secure, and browsers "
+            "send it over https only. Open the reviewer UI over https or, where only this "
+            "machine's browser reaches warmpool, start it with WARMPOOL_SECURE_COOKIES=false"
+        )
+    return None
 
 
 async def signed_in_reviewer(

@@ -1,5 +1,6 @@
 """The reviewer UI in a real browser: Debian's chromium, headless, driven through playwright
-against a real `python -m server serve` process on the test database."""
+against a real `python -m server serve` process on the test database, over plain http on
+127.0.0.1 as `scripts/serve` runs it."""
 
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ async def test_a_reviewer_signs_in_opens_a_mission_approves_it_and_it_leaves_the
     await store_mission(pool, PYTHON, title="Another mission")
     ARTIFACTS.mkdir(exist_ok=True)
 
-    with running_server(database_url, tmp_path) as url:
+    # As scripts/serve sets it: this server answers plain http.
+    plain_http = {"WARMPOOL_SECURE_COOKIES": "false"}
+    with running_server(database_url, tmp_path, overrides=plain_http) as url:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch_persistent_context(
                 tmp_path / "chromium-profile",
@@ -87,6 +90,12 @@ async def test_a_reviewer_signs_in_opens_a_mission_approves_it_and_it_leaves_the
                 )
                 await expect(page.get_by_role("heading", name="Review queue")).to_be_visible()
                 await expect(links).to_have_text([re.compile("Another mission")])
+                (cookie,) = await browser.cookies()
+                assert (cookie["httpOnly"], cookie["sameSite"], cookie["secure"]) == (
+                    True,
+                    "Lax",
+                    False,
+                )
             finally:
                 await browser.close()
 

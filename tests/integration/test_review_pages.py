@@ -7,12 +7,15 @@ import re
 from typing import Any
 
 import asyncpg
+import msgspec
 import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from core import domains
+from server.app import create_app
 from server.auth import Role
+from server.settings import Settings
 from tests.integration.test_http_jobs import assert_problem
 from tests.support.proven_missions import store_mission
 from tests.support.server import ROOT
@@ -35,6 +38,11 @@ async def sign_in(client: Client, key: str) -> Any:
         data={"key": key, "next": "/qa", "csrf_token": form_token(page)},
         follow_redirects=False,
     )
+
+
+def cookie_attributes(response: Any) -> set[str]:
+    cookie: str = response.headers["set-cookie"]
+    return {attribute.strip().lower() for attribute in cookie.split(";")[1:]}
 
 
 async def status_of(pool: asyncpg.Pool, mission_id: int) -> tuple[str, str | None]:
@@ -176,3 +184,32 @@ async def test_the_stylesheet_is_served_without_a_session(client: Client) -> Non
     assert "set-cookie" not in response.headers
     missing = await client.get("/qa/static/missing.css")
     assert_problem(missing, 404, "missing.css")
+
+
+@pytest.mark.parametrize(
+    ("secure_cookies", "base_url"),
+    [(None, "https://qa.example.com"), (False, "http://127.0.0.1:8000")],
+    ids=["by-default", "allowed-plain-http"],
+)
+async def test_the_session_cookie_is_secure_unless_plain_http_is_allowed(
+    settings: Settings, keys: dict[Role, str], secure_cookies: bool | None, base_url: str
+) -> None:
+    if secure_cookies is not None:
+        settings = msgspec.structs.replace(settings, secure_cookies=secure_cookies)
+    async with AsyncTestClient(create_app(settings), base_url=base_url) as client:
+        signed_in = await sign_in(client, keys["qa_reviewer"])
+        assert signed_in.status_code == 303, signed_in.text
+        attributes = cookie_attributes(signed_in)
+        assert ("secure" in attributes) is (secure_cookies is None)
+        assert {"httponly", "samesite=lax", "path=/qa"} <= attributes
+        assert (await client.get("/qa")).status_code == 200
+
+
+async def test_over_plain_http_a_secure_cookie_never_comes_back_and_the_page_says_why(
+    settings: Settings, keys: dict[Role, str]
+) -> None:
+    async with AsyncTestClient(create_app(settings), base_url="http://127.0.0.1:8000") as client:
+        refused = await sign_in(client, keys["qa_reviewer"])
+        assert refused.status_code == 403
+        assert "this page came over plain http" in refused.text
+        assert "WARMPOOL_SECURE_COOKIES=false" in refused.text

@@ -52,6 +52,11 @@ def test_values_are_read_and_converted() -> None:
             "WARMPOOL_REPLENISH_MAX_PER_PASS='0' is not valid: expected a whole number of at least 1",
         ),
         (
+            {"WARMPOOL_SECURE_COOKIES": "maybe"},
+            "WARMPOOL_SECURE_COOKIES='maybe' is not valid: expected true (the session cookie goes "
+            "over https only) or false (plain http too)",
+        ),
+        (
             {"WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS": "900"},
             "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS (900) must be below WARMPOOL_STUCK_AFTER_SECONDS (600)",
         ),
@@ -63,6 +68,11 @@ def test_a_bad_value_names_the_variable_and_what_is_wrong(
     with pytest.raises(SettingsError) as raised:
         from_environment(environment)
     assert message in str(raised.value)
+
+
+def test_the_session_cookie_is_secure_unless_told_otherwise() -> None:
+    assert from_environment({}).secure_cookies
+    assert not from_environment({"WARMPOOL_SECURE_COOKIES": "false"}).secure_cookies
 
 
 def test_blank_means_default() -> None:
