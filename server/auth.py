@@ -65,26 +65,19 @@ async def bootstrap_keys(pool: asyncpg.Pool) -> dict[Role, str]:
 class KeyStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
-        self._verified: dict[bytes | int, tuple[float, Caller]] = {}
+        self._verified: dict[bytes, tuple[float, Caller]] = {}
 
     async def lookup(self, key: str) -> Caller | None:
         digest = key_hash(key)
-        return await self._cached(digest, queries["api_key_by_hash"], digest)
-
-    async def lookup_id(self, key_id: int) -> Caller | None:
-        """The key a signed-in browser session names, unless it has been revoked since."""
-        return await self._cached(key_id, queries["api_key_by_id"], key_id)
-
-    async def _cached(self, cache_key: bytes | int, query: str, argument: object) -> Caller | None:
-        cached = self._verified.get(cache_key)
+        cached = self._verified.get(digest)
         if cached and cached[0] > time.monotonic():
             return cached[1]
-        row = await self._pool.fetchrow(query, argument)
+        row = await self._pool.fetchrow(queries["api_key_by_hash"], digest)
         if row is None:
-            self._verified.pop(cache_key, None)
+            self._verified.pop(digest, None)
             return None
         caller = Caller(key_id=row["id"], name=row["name"], role=row["role"])
-        self._verified[cache_key] = (time.monotonic() + CACHE_SECONDS, caller)
+        self._verified[digest] = (time.monotonic() + CACHE_SECONDS, caller)
         return caller
 
 

@@ -72,6 +72,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # The session cookie is Secure: browsers send it over https only. False lets a reviewer
     # sign in over plain http, for a server that only this machine's browser reaches.
     secure_cookies: bool = True
+    # A reviewer session ends this long after signing in, however busy it has been.
+    session_lifetime_seconds: Seconds = 12 * 3600.0
     # The replenish lane's share of the global cap and of the pending limit. At 1 a refill
     # could take every slot and fill the queue, and a waiting user would find no room; at 0
     # the pool would never refill.
@@ -151,6 +153,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "WARMPOOL_SECURE_COOKIES": (
         "secure_cookies",
         "true (the session cookie goes over https only) or false (plain http too)",
+    ),
+    "WARMPOOL_SESSION_LIFETIME_SECONDS": (
+        "session_lifetime_seconds",
+        "a number of seconds above 0 (how long a reviewer stays signed in)",
     ),
     "WARMPOOL_REPLENISH_SHARE": (
         "replenish_share",

@@ -79,7 +79,9 @@ def error_page(
     )
 
 
-def _sign_in_first(_: Request[Any, Any, Any], error: SignInRequired) -> Response[Any]:
+def _sign_in_first(request: Request[Any, Any, Any], error: SignInRequired) -> Response[Any]:
+    if error.ended:
+        notify(request, "Your session has ended: sign in again.")
     return Redirect("/qa/sign-in", query_params={"next": error.next_path}, status_code=303)
 
 

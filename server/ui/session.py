@@ -1,17 +1,20 @@
-"""The reviewer UI's session: an encrypted and signed HttpOnly cookie that names the signed-in
-key, a per-session token that every form posts back, and the way to the sign-in page.
+"""The reviewer UI's session: an encrypted and signed HttpOnly cookie that carries the token of
+a session row, a per-session token that every form posts back, and the way to the sign-in page.
 
-The cookie holds the key's id, never the key; every page looks the key up again, so a revoked
-key or a changed role ends the session within the key store's cache time.
+The cookie holds the session's token, never the key; every page checks the row, so signing out,
+the session's lifetime running out, or a revoked or deleted key ends it at once, for every copy
+of the cookie too.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
 import secrets
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,23 +26,25 @@ from litestar.middleware.session.base import SessionMiddleware
 from litestar.middleware.session.client_side import ClientSideSessionBackend, CookieBackendConfig
 from litestar.types import ASGIApp
 
+from server import reviewer_sessions
 from server.auth import Caller, Role
 from server.services import Services
 from server.settings import Settings
 
 HOME = "/qa"
 COOKIE = "warmpool_qa"
-SESSION_SECONDS = 12 * 3600
+SESSION = "session"
 SECRET_FILE = "secret_key"
 FORM_TOKEN = "csrf_token"
 REVIEWER_ROLES: tuple[Role, ...] = ("qa_reviewer", "admin")
 
 
 class SignInRequired(Exception):
-    """No session, an expired one, or a key that no longer may review: sign in (again)."""
+    """No session, or one that has ended (signed out, expired, its key revoked): sign in."""
 
-    def __init__(self, next_path: str) -> None:
+    def __init__(self, next_path: str, *, ended: bool = False) -> None:
         self.next_path = next_path
+        self.ended = ended
         super().__init__("sign in with a reviewer key")
 
 
@@ -68,7 +73,8 @@ def cookie_config(settings: Settings) -> CookieBackendConfig:
         secret=_cookie_secret(settings),
         key=COOKIE,
         path=HOME,
-        max_age=SESSION_SECONDS,
+        # The session row decides when the session ends; the cookie need not outlive it.
+        max_age=math.ceil(settings.session_lifetime_seconds),
         secure=settings.secure_cookies,
         httponly=True,
         samesite="lax",
@@ -110,9 +116,23 @@ def form_token(request: Request[Any, Any, Any]) -> str:
     return token
 
 
-def sign_in(request: Request[Any, Any, Any], caller: Caller) -> None:
-    # A fresh session: nothing from before signing in carries over, the form token included.
-    request.set_session({"key_id": caller.key_id, FORM_TOKEN: secrets.token_urlsafe(32)})
+async def sign_in(request: Request[Any, Any, Any], services: Services, caller: Caller) -> None:
+    # A fresh session: nothing from before signing in carries over, the form token included,
+    # and a session this browser had is ended rather than left to run.
+    await sign_out(request, services)
+    token = await reviewer_sessions.start(
+        services.pool,
+        caller.key_id,
+        lifetime=timedelta(seconds=services.settings.session_lifetime_seconds),
+    )
+    request.set_session({SESSION: token, FORM_TOKEN: secrets.token_urlsafe(32)})
+
+
+async def sign_out(request: Request[Any, Any, Any], services: Services) -> None:
+    token = request.session.get(SESSION)
+    if isinstance(token, str):
+        await reviewer_sessions.end(services.pool, token)
+    request.clear_session()
 
 
 async def check_form_token(
@@ -147,11 +167,18 @@ def _why_no_cookie(request: Request[Any, Any, Any]) -> str | None:
 async def signed_in_reviewer(
     request: Request[Any, Any, Any], services: NamedDependency[Services]
 ) -> Caller:
-    """The `reviewer` of a page: the session's key, if it still exists and may review."""
-    key_id = request.session.get("key_id")
-    caller = await services.keys.lookup_id(key_id) if isinstance(key_id, int) else None
+    """The `reviewer` of a page: the session's key, while the session lives and the key may
+    review."""
+    token = request.session.get(SESSION)
+    caller = (
+        await reviewer_sessions.signed_in_key(services.pool, token)
+        if isinstance(token, str)
+        else None
+    )
     if caller is None or caller.role not in REVIEWER_ROLES:
-        raise SignInRequired(request.url.path if request.method == "GET" else HOME)
+        # Dropped from the cookie, so that the sign-in page says once that it has ended.
+        ended = request.session.pop(SESSION, None) is not None
+        raise SignInRequired(request.url.path if request.method == "GET" else HOME, ended=ended)
     return caller
 
 

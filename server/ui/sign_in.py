@@ -50,13 +50,15 @@ async def sign_in(
             f"The key {caller.name!r} has the role {caller.role}; reviewing needs a key "
             "with the role qa_reviewer or admin.",
         )
-    session.sign_in(request, caller)
+    await session.sign_in(request, services, caller)
     return Redirect(session.safe_next(data.next), status_code=303)
 
 
 @post("/sign-out")
-async def sign_out(request: Request[Any, Any, Any]) -> Redirect:
-    request.clear_session()
+async def sign_out(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> Redirect:
+    await session.sign_out(request, services)
     return Redirect("/qa/sign-in", status_code=303)
 
 

@@ -90,12 +90,31 @@ async def test_a_reviewer_signs_in_opens_a_mission_approves_it_and_it_leaves_the
                 )
                 await expect(page.get_by_role("heading", name="Review queue")).to_be_visible()
                 await expect(links).to_have_text([re.compile("Another mission")])
+
+                # Signing out ends the session for a copy of its cookie too.
                 (cookie,) = await browser.cookies()
                 assert (cookie["httpOnly"], cookie["sameSite"], cookie["secure"]) == (
                     True,
                     "Lax",
                     False,
                 )
+                await page.get_by_role("button", name="Sign out").click()
+                await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+                await browser.add_cookies(
+                    [
+                        {
+                            "name": cookie["name"],
+                            "value": cookie["value"],
+                            "domain": cookie["domain"],
+                            "path": cookie["path"],
+                        }
+                    ]
+                )
+                await page.goto(f"{url}/qa")
+                await expect(page.get_by_role("status")).to_have_text(
+                    "Your session has ended: sign in again."
+                )
+                await expect(page).to_have_url(re.compile(r"/qa/sign-in\?next="))
             finally:
                 await browser.close()
 

@@ -1,22 +1,28 @@
 """The reviewer UI over HTTP: signing in, the session cookie, the form token on every POST, and
-a decision made through a form."""
+a decision made through a form; the session ends at sign-out, with its key and at the end of its
+lifetime, for every copy of its cookie."""
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import msgspec
 import pytest
 from litestar import Litestar
+from litestar.middleware.session.client_side import ClientSideSessionBackend
 from litestar.testing import AsyncTestClient
 
 from core import domains
+from server import reviewer_sessions
 from server.app import create_app
 from server.auth import Role
 from server.settings import Settings
+from server.ui import session
 from tests.integration.test_http_jobs import assert_problem
+from tests.integration.test_reviewer_sessions import key_id
 from tests.support.proven_missions import store_mission
 from tests.support.server import ROOT
 
@@ -43,6 +49,28 @@ async def sign_in(client: Client, key: str) -> Any:
 def cookie_attributes(response: Any) -> set[str]:
     cookie: str = response.headers["set-cookie"]
     return {attribute.strip().lower() for attribute in cookie.split(";")[1:]}
+
+
+def carry_cookie(client: Client, value: str) -> None:
+    """The browser now holds this session cookie, and no other."""
+    client.cookies.clear()
+    client.cookies.set(session.COOKIE, value, domain=client.base_url.host, path=session.HOME)
+
+
+def cookie_naming(settings: Settings, token: str) -> str:
+    """A session cookie, as the app writes it, naming the session `token`."""
+    backend = ClientSideSessionBackend(session.cookie_config(settings))
+    return backend.dump_data({session.SESSION: token})[0].decode()
+
+
+async def sent_to_sign_in_again(client: Client) -> bool:
+    response = await client.get("/qa", follow_redirects=False)
+    if response.status_code != 303:
+        return False
+    assert response.headers["location"] == "/qa/sign-in?next=%2Fqa"
+    shown = await client.get(response.headers["location"])
+    assert "Your session has ended: sign in again." in shown.text
+    return True
 
 
 async def status_of(pool: asyncpg.Pool, mission_id: int) -> tuple[str, str | None]:
@@ -213,3 +241,85 @@ async def test_over_plain_http_a_secure_cookie_never_comes_back_and_the_page_say
         assert refused.status_code == 403
         assert "this page came over plain http" in refused.text
         assert "WARMPOOL_SECURE_COOKIES=false" in refused.text
+
+
+async def test_a_copied_cookie_stops_working_at_sign_out(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    await sign_in(client, keys["qa_reviewer"])
+    page = await client.get("/qa")
+    copied = client.cookies[session.COOKIE]
+    carry_cookie(client, copied)
+    assert (await client.get("/qa")).status_code == 200, "the copy works while signed in"
+
+    out = await client.post(
+        "/qa/sign-out", data={"csrf_token": form_token(page)}, follow_redirects=False
+    )
+    assert out.headers["location"] == "/qa/sign-in"
+    assert (await client.get("/qa", follow_redirects=False)).status_code == 303
+    carry_cookie(client, copied)
+    assert await sent_to_sign_in_again(client)
+    ended = await pool.fetchval("SELECT ended_at FROM reviewer_sessions")
+    assert ended is not None
+
+
+async def test_signing_in_again_ends_the_session_the_browser_had(
+    client: Client, keys: dict[Role, str]
+) -> None:
+    await sign_in(client, keys["qa_reviewer"])
+    before = client.cookies[session.COOKIE]
+    await sign_in(client, keys["admin"])
+    assert "(admin)" in (await client.get("/qa")).text
+    carry_cookie(client, before)
+    assert await sent_to_sign_in_again(client)
+
+
+@pytest.mark.parametrize(
+    "end_the_key",
+    [
+        "UPDATE api_keys SET revoked_at = now() WHERE name = 'test-qa_reviewer'",
+        "DELETE FROM api_keys WHERE name = 'test-qa_reviewer'",
+    ],
+)
+async def test_a_revoked_or_deleted_key_ends_its_browser_sessions_at_once(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool, end_the_key: str
+) -> None:
+    await sign_in(client, keys["qa_reviewer"])
+    assert (await client.get("/qa")).status_code == 200
+    await pool.execute(end_the_key)
+    assert await sent_to_sign_in_again(client)
+
+
+async def test_a_session_lasts_the_configured_lifetime_from_sign_in(
+    settings: Settings, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    ten_minutes = msgspec.structs.replace(settings, session_lifetime_seconds=600.0)
+    async with AsyncTestClient(
+        create_app(ten_minutes), base_url="https://qa.example.com"
+    ) as client:
+        signed_in = await sign_in(client, keys["qa_reviewer"])
+        assert "max-age=600" in cookie_attributes(signed_in)
+        lifetime = await pool.fetchval("SELECT expires_at - created_at FROM reviewer_sessions")
+        assert lifetime == timedelta(minutes=10)
+
+
+async def test_a_session_ends_its_lifetime_after_sign_in_however_busy(
+    client: Client, settings: Settings, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    lifetime = timedelta(seconds=settings.session_lifetime_seconds)
+    reviewer = await key_id(pool, "qa_reviewer")
+    now = datetime.now(UTC)
+    # Signed in a minute less than a lifetime ago: pages open, and none moves the end.
+    almost = now - lifetime + timedelta(minutes=1)
+    busy = await reviewer_sessions.start(pool, reviewer, lifetime=lifetime, now=almost)
+    carry_cookie(client, cookie_naming(settings, busy))
+    for path in ("/qa", "/qa/pool", "/qa"):
+        assert (await client.get(path)).status_code == 200
+    assert await pool.fetchval("SELECT expires_at FROM reviewer_sessions") == almost + lifetime
+
+    # Signed in a lifetime and a second ago: sent to sign in again.
+    over = await reviewer_sessions.start(
+        pool, reviewer, lifetime=lifetime, now=now - lifetime - timedelta(seconds=1)
+    )
+    carry_cookie(client, cookie_naming(settings, over))
+    assert await sent_to_sign_in_again(client)

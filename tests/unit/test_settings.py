@@ -57,6 +57,10 @@ def test_values_are_read_and_converted() -> None:
             "over https only) or false (plain http too)",
         ),
         (
+            {"WARMPOOL_SESSION_LIFETIME_SECONDS": "0"},
+            "WARMPOOL_SESSION_LIFETIME_SECONDS='0' is not valid: expected a number of seconds",
+        ),
+        (
             {"WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS": "900"},
             "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS (900) must be below WARMPOOL_STUCK_AFTER_SECONDS (600)",
         ),
@@ -70,9 +74,13 @@ def test_a_bad_value_names_the_variable_and_what_is_wrong(
     assert message in str(raised.value)
 
 
-def test_the_session_cookie_is_secure_unless_told_otherwise() -> None:
-    assert from_environment({}).secure_cookies
-    assert not from_environment({"WARMPOOL_SECURE_COOKIES": "false"}).secure_cookies
+def test_reviewer_sessions_are_secure_and_last_twelve_hours_unless_told_otherwise() -> None:
+    default = from_environment({})
+    assert (default.secure_cookies, default.session_lifetime_seconds) == (True, 12 * 3600)
+    told = from_environment(
+        {"WARMPOOL_SECURE_COOKIES": "false", "WARMPOOL_SESSION_LIFETIME_SECONDS": "3600"}
+    )
+    assert (told.secure_cookies, told.session_lifetime_seconds) == (False, 3600)
 
 
 def test_blank_means_default() -> None:
