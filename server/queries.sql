@@ -37,3 +37,7 @@ UPDATE reviewer_sessions SET ended_at = coalesce($2::timestamptz, now())
 WHERE token_hash = $1::bytea
   AND ended_at IS NULL
   AND expires_at > coalesce($2::timestamptz, now());
+
+-- name: reviewer_sessions_delete_stopped_before
+-- The same expression as the reviewer_sessions_stopped index, so the index finds the rows.
+DELETE FROM reviewer_sessions WHERE coalesce(ended_at, expires_at) < $1::timestamptz;

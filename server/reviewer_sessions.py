@@ -1,5 +1,5 @@
 """The reviewer UI's sessions as rows: started at sign-in with an absolute lifetime, checked on
-every page, ended at sign-out.
+every page, ended at sign-out, and deleted a while after they stopped.
 
 The cookie carries a random token and the table only its sha256, so a copy of the cookie is
 worth nothing once its row has ended, and a copy of the table signs nobody in.
@@ -8,13 +8,18 @@ worth nothing once its row has ended, and a copy of the table signs nobody in.
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from core.sql import Executor, Queries
 from server.auth import Caller
 
 queries = Queries("server")
+log = logging.getLogger(__name__)
+
+# A stopped session's row stays this long, a record of who was signed in when.
+KEEP_STOPPED_FOR = timedelta(days=7)
 
 
 def token_hash(token: str) -> bytes:
@@ -42,3 +47,21 @@ async def signed_in_key(
 
 async def end(executor: Executor, token: str, *, now: datetime | None = None) -> None:
     await executor.execute(queries["reviewer_session_end_if_live"], token_hash(token), now)
+
+
+class SessionRetention:
+    """Deletes the sessions that stopped (signed out or expired) longer than `keep_for` ago."""
+
+    def __init__(self, executor: Executor, *, keep_for: timedelta = KEEP_STOPPED_FOR) -> None:
+        self._executor = executor
+        self._keep_for = keep_for
+
+    async def run_once(self, now: datetime | None = None) -> int:
+        cutoff = (now or datetime.now(UTC)) - self._keep_for
+        status = await self._executor.execute(
+            queries["reviewer_sessions_delete_stopped_before"], cutoff
+        )
+        deleted = int(status.split()[-1])
+        if deleted:
+            log.info("deleted %d reviewer sessions stopped before %s", deleted, cutoff)
+        return deleted

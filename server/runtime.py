@@ -1,5 +1,6 @@
-"""The worker side of a process: dispatcher, sweeper, heartbeats, retention and replenishment
-on apscheduler, plus a LISTEN connection so a NOTIFY fills a free slot within milliseconds."""
+"""The worker side of a process: dispatcher, sweeper, heartbeats, retention (of jobs and of
+reviewer sessions) and replenishment on apscheduler, plus a LISTEN connection so a NOTIFY fills
+a free slot within milliseconds."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pool.replenish import Replenisher
 from server import services
 from server.database import CONNECT_TIMEOUT_SECONDS, connect_url
 from server.generation import mission_pipeline, spend_budget
+from server.reviewer_sessions import SessionRetention
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,7 @@ class WorkerRuntime:
             budget=spend_budget(settings),
         )
         self.retention = Retention(pool, keep_for=timedelta(seconds=settings.job_retention_seconds))
+        self.session_retention = SessionRetention(pool)
         # Every worker schedules replenishment passes; the leader lock runs one at a time.
         self.replenisher = replenisher
         self._scheduler = AsyncIOScheduler(timezone=UTC)
@@ -97,6 +100,7 @@ class WorkerRuntime:
             self._heartbeat, self._settings.heartbeat_interval_seconds, **every
         )
         self._schedule(self.retention.run_once, RETENTION_EVERY.total_seconds(), **every)
+        self._schedule(self.session_retention.run_once, RETENTION_EVERY.total_seconds(), **every)
         if self.replenisher is not None:
             self._schedule(
                 self._replenish, self._settings.replenish_seconds, next_run_time=now, **every

@@ -13,3 +13,6 @@ CREATE TABLE reviewer_sessions (
 
 -- Deleting a key finds its sessions through this index instead of reading the whole table.
 CREATE INDEX reviewer_sessions_api_key ON reviewer_sessions (api_key_id);
+
+-- Retention finds the sessions that stopped working (signed out, or expired) before a moment.
+CREATE INDEX reviewer_sessions_stopped ON reviewer_sessions ((coalesce(ended_at, expires_at)));

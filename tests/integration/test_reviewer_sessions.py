@@ -1,7 +1,7 @@
 """Reviewer sessions as rows on the real database: a session lives its lifetime from sign-in and
 not a moment more, however it is used; signing out ends it; a revoked or deleted key ends its
-sessions; the lookup every page makes reads both tables by primary key, however many sessions
-and keys they hold."""
+sessions; retention deletes the ones that stopped a week ago; the lookup every page makes reads
+both tables by primary key, however many sessions the table holds."""
 
 from __future__ import annotations
 
@@ -11,9 +11,14 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from server import reviewer_sessions
+from server import reviewer_sessions, runtime
 from server.auth import Caller, Role
+from server.reviewer_sessions import KEEP_STOPPED_FOR, SessionRetention
+from server.runtime import WorkerRuntime
+from server.settings import Settings
 from tests.integration.test_query_plans import nodes
+from tests.support.generators import Gated
+from tests.support.polling import eventually
 
 LIFETIME = timedelta(hours=12)
 T0 = datetime(2025, 3, 1, 8, tzinfo=UTC)
@@ -76,6 +81,62 @@ async def test_a_revoked_or_deleted_key_ends_its_sessions(
     assert await reviewer_sessions.signed_in_key(pool, other)
 
 
+async def test_retention_deletes_the_sessions_that_stopped_a_week_ago(
+    pool: asyncpg.Pool, keys: dict[Role, str]
+) -> None:
+    reviewer = await key_id(pool, "qa_reviewer")
+    now = T0 + KEEP_STOPPED_FOR + timedelta(days=1)
+    cutoff = now - KEEP_STOPPED_FOR
+
+    async def session(started: datetime, ended: datetime | None = None) -> str:
+        token = await reviewer_sessions.start(pool, reviewer, lifetime=LIFETIME, now=started)
+        if ended is not None:
+            await reviewer_sessions.end(pool, token, now=ended)
+        return token
+
+    # Stopped before the cutoff: expired, or signed out (long before it would have expired).
+    await session(cutoff - LIFETIME - SECOND)
+    await session(cutoff - timedelta(days=1), ended=cutoff - SECOND)
+    # Stopped after the cutoff, or live.
+    kept = [
+        await session(cutoff - LIFETIME + SECOND),
+        await session(cutoff - timedelta(hours=1), ended=cutoff + SECOND),
+        await session(now - timedelta(hours=1)),
+    ]
+
+    assert await SessionRetention(pool).run_once(now) == 2
+    assert await SessionRetention(pool).run_once(now) == 0
+    remaining = await pool.fetch("SELECT token_hash FROM reviewer_sessions")
+    assert {row["token_hash"] for row in remaining} == {
+        reviewer_sessions.token_hash(token) for token in kept
+    }
+
+
+async def test_a_worker_deletes_stopped_sessions_on_its_retention_interval(
+    pool: asyncpg.Pool,
+    database_url: str,
+    settings: Settings,
+    keys: dict[Role, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runtime, "RETENTION_EVERY", timedelta(milliseconds=50))
+    reviewer = await key_id(pool, "qa_reviewer")
+    long_ago = datetime.now(UTC) - KEEP_STOPPED_FOR - LIFETIME - timedelta(minutes=1)
+    await reviewer_sessions.start(pool, reviewer, lifetime=LIFETIME, now=long_ago)
+    live = await reviewer_sessions.start(pool, reviewer, lifetime=LIFETIME)
+    worker = WorkerRuntime(pool, database_url, settings, Gated())
+    await worker.start()
+    try:
+
+        async def only_the_live_one_left() -> bool:
+            left = await pool.fetch("SELECT token_hash FROM reviewer_sessions")
+            return [row["token_hash"] for row in left] == [reviewer_sessions.token_hash(live)]
+
+        await eventually(only_the_live_one_left, 10, "the stopped session deleted")
+    finally:
+        await worker.stop()
+
+
 async def test_the_lookup_reads_sessions_and_keys_by_primary_key(
     pool: asyncpg.Pool, keys: dict[Role, str]
 ) -> None:
@@ -110,3 +171,6 @@ async def test_the_lookup_reads_sessions_and_keys_by_primary_key(
         "reviewer_sessions_pkey",
         "api_keys_pkey",
     }
+    # Retention runs every few minutes: what it finds stopped a little before the cutoff.
+    retention = reviewer_sessions.queries["reviewer_sessions_delete_stopped_before"]
+    assert await reads(retention, T0 - timedelta(days=13)) == {"reviewer_sessions_stopped"}
