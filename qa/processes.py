@@ -1,5 +1,5 @@
 """Processes as /proc shows them: which belong to a uid or to a parent, and killing every
-process of a uid, by pid, until none is left.
+process of a uid (or of any set that can be listed again), by pid, until none is left.
 
 The uid comes from the `Uid:` line of /proc/<pid>/status (the real uid), not from the owner
 of /proc/<pid>, which a process can turn to root by making itself non-dumpable.
@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 
@@ -54,16 +54,21 @@ def children(pid: int) -> list[int]:
 
 
 def kill_all(uid: int, patience_s: float = 5.0) -> None:
-    """SIGKILL every process of `uid`, again and again, until /proc shows none alive.
+    """SIGKILL every process of `uid` until /proc shows none alive."""
+    kill_until_gone(lambda: living(uid), f"uid {uid}", patience_s)
+
+
+def kill_until_gone(members: Callable[[], list[int]], owner: str, patience_s: float = 5.0) -> None:
+    """SIGKILL every process `members` lists, again and again, until it lists none.
 
     A process that forks between two passes is caught by the next one; a killed process can
-    no longer fork, so the passes end, and the uid's process limit keeps them short.
+    no longer fork, so the passes end, and a process limit keeps them short.
     """
     deadline = time.monotonic() + patience_s
-    while pids := living(uid):
+    while pids := members():
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         if time.monotonic() > deadline:
-            raise RuntimeError(f"processes of uid {uid} survive SIGKILL: {pids}")
+            raise RuntimeError(f"processes of {owner} survive SIGKILL: {pids}")
         time.sleep(0.002)

@@ -9,7 +9,9 @@ the host, as a role without privileges, whatever its trust.
 `Prover.start` checks at start-up what this machine can prove: one dry run in the sandbox,
 each toolchain run once as a proof would run it, pgTAP in the Postgres. `availability` then
 says, per language and trust, why not, so the affected domains can be disabled with a clear
-message instead of running untrusted code unconfined.
+message instead of running untrusted code unconfined. It also gives each slot a cgroup where
+the machine allows, so that a slot's processes together stay under one memory and task cap;
+`describe` says whether they do, or why the limits are per process only.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from types import TracebackType
 from typing import IO, Protocol, get_args
 
 from qa import toolchain
+from qa.cgroups import Caps, Cgroups, CgroupsUnavailable
 from qa.databases import DatabasesUnavailable, ProofDatabases
 from qa.harnesses import Jest, Pytest
 from qa.process_runner import ProcessRunner
@@ -38,6 +41,9 @@ from qa.workspace import Workspace
 LANGUAGES: tuple[ProofLanguage, ...] = get_args(ProofLanguage)
 TRUSTS: tuple[Trust, ...] = get_args(Trust)
 _ISOLATION: dict[Trust, Isolation] = {"trusted": "limits", "untrusted": "bubblewrap"}
+# Far above what a proof needs (20 MiB for pytest's, 50 MiB for Jest's), far below a
+# machine's memory shared among its slots.
+SLOT_CAPS = Caps(memory=GIB, tasks=Limits.processes)
 
 
 class ProofUnavailable(RuntimeError):
@@ -70,6 +76,8 @@ class Prover:
         runs: Path,
         runs_lock: IO[str],
         databases: ProofDatabases | None,
+        cgroups: Cgroups | None,
+        bounds: str,
     ) -> None:
         self._slots = slots
         self._runners = dict(runners)
@@ -77,6 +85,8 @@ class Prover:
         self._runs = runs
         self._runs_lock = runs_lock
         self._databases = databases
+        self._cgroups = cgroups
+        self._bounds = bounds
 
     @classmethod
     async def start(
@@ -100,10 +110,14 @@ class Prover:
         # Blocking file locks and removals: off the event loop.
         runs, runs_lock = await asyncio.to_thread(_runs_folder, work_root)
         claimed: Slots | None = None
+        cgroups: Cgroups | None = None
         try:
             claimed, uid_problem = _claim(slots, uids, uid_lock_dir)
+            cgroups, bounds = await asyncio.to_thread(_slot_cgroups, claimed)
             tools = await asyncio.to_thread(toolchain.locate, toolchain_root)
-            sandbox, problems = await _check_sandbox(bubblewrap, claimed, runs, tools, uid_problem)
+            sandbox, problems = await _check_sandbox(
+                bubblewrap, claimed, runs, tools, uid_problem, cgroups
+            )
             runners: dict[str, Runner] = {}
             for harness in (Pytest(), Jest()):
                 runner = ProcessRunner(
@@ -118,6 +132,8 @@ class Prover:
                         problems[runner.language, trust] = problem
             databases, sql_problem = await _open_databases(postgres_admin_url, time_limit_s, slots)
         except BaseException:
+            if cgroups is not None:
+                await asyncio.to_thread(cgroups.remove)
             if claimed is not None:
                 claimed.release()
             await asyncio.to_thread(_remove_own_runs_folder, runs, runs_lock)
@@ -133,6 +149,8 @@ class Prover:
             runs=runs,
             runs_lock=runs_lock,
             databases=databases,
+            cgroups=cgroups,
+            bounds=bounds,
         )
 
     def availability(self, language: str, trust: Trust) -> str | None:
@@ -142,16 +160,24 @@ class Prover:
         return self._problems.get((language, trust))
 
     def describe(self) -> list[str]:
-        """One line per language and trust, for the start-up log."""
+        """One line per language and trust, then what bounds a run, for the start-up log."""
         return [
-            f"{language} ({trust}): " + (self.availability(language, trust) or "ready")
-            for language in LANGUAGES
-            for trust in TRUSTS
+            *(
+                f"{language} ({trust}): " + (self.availability(language, trust) or "ready")
+                for language in LANGUAGES
+                for trust in TRUSTS
+            ),
+            self._bounds,
         ]
 
     @property
     def slot_uids(self) -> tuple[int | None, ...]:
         return tuple(slot.uid for slot in self._slots.all)
+
+    @property
+    def slot_cgroups(self) -> tuple[Path, ...]:
+        """The parent folders of the slots' cgroups, one per hierarchy; none without cgroups."""
+        return () if self._cgroups is None else self._cgroups.parents
 
     async def run(
         self,
@@ -173,6 +199,8 @@ class Prover:
     async def close(self) -> None:
         if self._databases is not None:
             await self._databases.close()
+        if self._cgroups is not None:
+            await asyncio.to_thread(self._cgroups.remove)  # while the uids are still ours
         self._slots.release()
         await asyncio.to_thread(_remove_own_runs_folder, self._runs, self._runs_lock)
 
@@ -186,6 +214,15 @@ class Prover:
         traceback: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+def _slot_cgroups(slots: Slots) -> tuple[Cgroups | None, str]:
+    """The slots' cgroups if this machine has them, and the start-up line on what bounds a run."""
+    try:
+        cgroups = Cgroups.create(slots.all, SLOT_CAPS)
+    except CgroupsUnavailable as error:
+        return None, f"limits: per process only, as no cgroup caps a slot ({error})"
+    return cgroups, f"limits: {cgroups.describe()}"
 
 
 def _claim(count: int, uids: range, lock_dir: Path) -> tuple[Slots, str | None]:
@@ -202,6 +239,7 @@ async def _check_sandbox(
     runs: Path,
     tools: toolchain.Toolchain,
     uid_problem: str | None,
+    cgroups: Cgroups | None,
 ) -> tuple[Sandbox, dict[tuple[str, Trust], str]]:
     """The sandbox, and why python and javascript proofs ("*") of a trust cannot run, if so."""
     prlimit = shutil.which("prlimit")
@@ -210,6 +248,7 @@ async def _check_sandbox(
         prlimit=Path(prlimit or "prlimit"),
         bubblewrap=Path(bwrap) if bwrap else None,
         readonly=tools.readonly_dirs(),
+        cgroups=cgroups,
     )
     everywhere = uid_problem
     if everywhere is None and prlimit is None:

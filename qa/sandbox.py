@@ -2,15 +2,18 @@
 
 Every run starts with an empty environment, as its slot's uid, under resource limits set by
 `prlimit` (CPU seconds, address space, processes, file size, open files, no core files),
-in its own session. Untrusted code also runs inside bubblewrap: no network, no other
-processes in sight, the system and toolchains mounted read-only, the workspace the only
-writable place, and the command as the namespace's first process, so the whole namespace
-dies with it.
+in its own session. Where the slot has a cgroup, the run's first process joins it before the
+command starts (a shell waits on a pipe until it is in), so that the memory and the tasks of
+all the run's processes together stay under the slot's caps.
+
+Untrusted code also runs inside bubblewrap: no network, no other processes in sight, the
+system and toolchains mounted read-only, the workspace the only writable place, and the
+command as the namespace's first process, so the whole namespace dies with it.
 
 A hard time limit and an output cap end a run with SIGKILL. Whatever ends it (the command,
 a limit, a crash, the caller's cancellation), every process of the run is killed before
-`run` returns: the sandbox first, then anything still alive under the slot's uid, found by
-pid, including processes that left the session.
+`run` returns: the sandbox first, then everything in the slot's cgroup, then anything still
+alive under the slot's uid, found by pid, including processes that left the session.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 from qa import processes
+from qa.cgroups import Cgroups, SlotCgroup
 from qa.slots import Slot
 
 MIB = 1024 * 1024
@@ -40,6 +44,9 @@ Isolation = Literal["bubblewrap", "limits"]
 # Read-only beside /usr, where a dynamic loader and runtimes look.
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
 _MERGED_USR = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# Holds a run until its first process is in the slot's cgroup: the parent writes a line once
+# it is (end of file instead: the run never starts).
+_HOLD = ("/bin/sh", "-c", 'read -r go && exec "$@" </dev/null', "hold")
 
 
 @dataclass(frozen=True)
@@ -71,10 +78,18 @@ class Execution:
 
 
 class Sandbox:
-    def __init__(self, *, prlimit: Path, bubblewrap: Path | None, readonly: Sequence[Path]) -> None:
+    def __init__(
+        self,
+        *,
+        prlimit: Path,
+        bubblewrap: Path | None,
+        readonly: Sequence[Path],
+        cgroups: Cgroups | None = None,
+    ) -> None:
         self._prlimit = prlimit
         self._bubblewrap = bubblewrap
         self._readonly = tuple(readonly)
+        self._cgroups = cgroups
 
     async def run(
         self,
@@ -86,45 +101,42 @@ class Sandbox:
         env: Mapping[str, str],
         isolation: Isolation,
     ) -> Execution:
+        cgroup = None if self._cgroups is None else self._cgroups.slot(slot)
+        memory_kills = 0 if cgroup is None else cgroup.memory_kills()
         command = [str(self._prlimit), *limits.prlimit_options(), "--"]
         if isolation == "bubblewrap":
             command += self._bubblewrap_options(workspace)
-        loop = asyncio.get_running_loop()
         started = time.monotonic()
         try:
-            transport, run = await loop.subprocess_exec(
-                lambda: _Run(limits.output, loop),
-                *command,
-                *argv,
-                cwd=workspace,
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                umask=0o077,
-                user=slot.uid,
-                group=slot.uid,
-                extra_groups=None if slot.uid is None else [],
+            transport, run, release = await _spawn(
+                [*command, *argv], workspace, slot, env, limits.output, held=cgroup is not None
             )
         except BaseException:
-            if slot.uid is not None:
-                processes.kill_all(slot.uid)  # cancelled while starting: it may have started
+            _kill_leftovers(slot, cgroup)  # cancelled while starting: it may have started
             raise
         problem: str | None = None
         try:
-            done, _ = await asyncio.wait(
-                {run.exited, run.overflowed},
-                timeout=limits.wall_s,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            if run.overflowed.done():
-                problem = f"printed more than {limits.output // MIB} MiB of output"
-            elif not done:
-                problem = f"timed out after {limits.wall_s:g} s"
+            if cgroup is not None and release is not None:
+                problem = _let_in(cgroup, transport.get_pid(), release)
+            if problem is None:
+                done, _ = await asyncio.wait(
+                    {run.exited, run.overflowed},
+                    timeout=limits.wall_s,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if run.overflowed.done():
+                    problem = f"printed more than {limits.output // MIB} MiB of output"
+                elif not done:
+                    problem = f"timed out after {limits.wall_s:g} s"
         finally:
-            await _stop(transport.get_pid(), run.exited, slot, isolation)
+            await _stop(transport.get_pid(), run.exited, slot, isolation, cgroup)
             transport.close()
+        if cgroup is not None and (killed := cgroup.memory_kills() - memory_kills) > 0:
+            # First: a timeout or a crash after a kill is its consequence.
+            problem = (
+                f"the run's processes together went over the slot's {cgroup.caps.memory // MIB} "
+                f"MiB memory cap: the kernel killed {killed} of them"
+            )
         exit_code = None if problem else transport.get_returncode()
         return Execution(
             exit_code=exit_code,
@@ -164,7 +176,65 @@ class Sandbox:
         return [*options, "--remount-ro", "/", "--"]
 
 
-async def _stop(pid: int, exited: asyncio.Future[None], slot: Slot, isolation: Isolation) -> None:
+async def _spawn(
+    command: list[str],
+    workspace: Path,
+    slot: Slot,
+    env: Mapping[str, str],
+    output: int,
+    *,
+    held: bool,
+) -> tuple[asyncio.SubprocessTransport, _Run, int | None]:
+    """The started run, and when `held`, the pipe end that lets it go (see `_let_in`)."""
+    stdin: int = subprocess.DEVNULL
+    release: int | None = None
+    try:
+        if held:
+            stdin, release = os.pipe()
+            command = [*_HOLD, *command]
+        loop = asyncio.get_running_loop()
+        transport, run = await loop.subprocess_exec(
+            lambda: _Run(output, loop),
+            *command,
+            cwd=workspace,
+            env=dict(env),
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            umask=0o077,
+            user=slot.uid,
+            group=slot.uid,
+            extra_groups=None if slot.uid is None else [],
+        )
+    except BaseException:
+        _close(release)
+        raise
+    finally:
+        _close(stdin if held else None)
+    return transport, run, release
+
+
+def _let_in(cgroup: SlotCgroup, pid: int, release: int) -> str | None:
+    """Put the held run into its slot's cgroup, then let it go; why not, if it cannot join.
+    Closing the pipe without a line ends the run before its command starts."""
+    try:
+        cgroup.enter(pid)
+        os.write(release, b"\n")
+    except OSError as error:
+        return f"the run could not join its slot's cgroup ({error})"
+    finally:
+        os.close(release)
+    return None
+
+
+async def _stop(
+    pid: int,
+    exited: asyncio.Future[None],
+    slot: Slot,
+    isolation: Isolation,
+    cgroup: SlotCgroup | None,
+) -> None:
     try:
         if not exited.done():
             if isolation == "bubblewrap":
@@ -181,8 +251,21 @@ async def _stop(pid: int, exited: asyncio.Future[None], slot: Slot, isolation: I
         elif isolation == "limits":
             _kill_group(pid)  # what the command left in its session
     finally:
-        if slot.uid is not None:
-            processes.kill_all(slot.uid)  # what left the session or the namespace
+        _kill_leftovers(slot, cgroup)
+
+
+def _kill_leftovers(slot: Slot, cgroup: SlotCgroup | None) -> None:
+    """What left the session or the namespace: nothing leaves the cgroup, or the uid."""
+    if cgroup is not None:
+        cgroup.kill()
+    if slot.uid is not None:
+        processes.kill_all(slot.uid)
+
+
+def _close(*descriptors: int | None) -> None:
+    for descriptor in descriptors:
+        if descriptor is not None:
+            os.close(descriptor)
 
 
 def _kill(*pids: int) -> None:

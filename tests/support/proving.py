@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qa import processes, toolchain
+from qa import cgroups, processes, toolchain
 from qa.proof import Prover
 from qa.results import Trust
 from tests.support.tools import need
@@ -30,11 +30,20 @@ def require(prover: Prover, language: str, trust: Trust) -> None:
     need(reason is None, reason or "")
 
 
-def leftovers(uids: tuple[int | None, ...], work_root: Path) -> list[str]:
-    """Processes of the sandbox uids (even zombies) and run folders still on disk."""
+def leftovers(
+    uids: tuple[int | None, ...], work_root: Path, slot_cgroups: tuple[Path, ...] = ()
+) -> list[str]:
+    """Processes of the sandbox uids (even zombies) or in the slots' cgroups, and run folders
+    still on disk."""
     found = [
         f"uid {process.uids} process {process.pid}{' (zombie)' if process.zombie else ''}"
         for process in processes.processes()
         if any(uid in process.uids for uid in uids if uid is not None)
+    ]
+    found += [
+        f"process {pid} in cgroup {folder}"
+        for parent in slot_cgroups
+        for folder in [parent, *(path for path in parent.rglob("*") if path.is_dir())]
+        for pid in cgroups.members([folder])
     ]
     return found + [f"folder {run}" for run in sorted(work_root.glob("prover-*/run-*"))]

@@ -1,5 +1,5 @@
 """A prover for the proof tests, built once per session, and the check that every test leaves
-no process of a sandbox uid and no run folder behind."""
+no process of a sandbox uid or in a slot's cgroup, and no run folder behind."""
 
 from __future__ import annotations
 
@@ -69,4 +69,5 @@ async def hostile_prover(
 def nothing_left_behind(work_root: Path) -> Iterator[None]:
     yield
     uids = tuple(uid for started in _provers for uid in started.slot_uids)
-    assert proving.leftovers(uids, work_root) == []
+    slot_cgroups = tuple(folder for started in _provers for folder in started.slot_cgroups)
+    assert proving.leftovers(uids, work_root, slot_cgroups) == []

@@ -1,6 +1,6 @@
 """Hostile code, run as untrusted code is: never judged a pass, and the host unharmed. After each
-test, the autouse check in conftest.py finds no process of a sandbox uid (not even a zombie)
-and no run folder left."""
+test, the autouse check in conftest.py finds no process of a sandbox uid (not even a zombie),
+no process in a slot's cgroup and no run folder left."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from qa.proof import Prover
 from qa.results import ProofRun, Trust
 from qa.sandbox import Limits
 from tests.support.proving import require
+from tests.support.tools import need
 
 SOLUTION = {"shop.py": "def price():\n    return 10\n"}
 
@@ -90,6 +91,54 @@ async def test_allocating_past_the_memory_limit_fails(hostile_prover: Prover) ->
 
     never_a_pass(run)
     assert [test.message for test in run.tests] == ["MemoryError"], run.reason
+
+
+@pytest.mark.parametrize("trust", ["untrusted", "trusted"])
+async def test_children_each_under_the_memory_limit_are_stopped_together(
+    hostile_prover: Prover, trust: Trust
+) -> None:
+    require(hostile_prover, "python", trust)
+    need(bool(hostile_prover.slot_cgroups), "this machine gives the proof slots no cgroups")
+    # Three children, each filling all the address space the per-process limit leaves it
+    # (about 750 MiB): over 2 GiB together, above the slot's cap of 1 GiB. The test passes if
+    # all three hold their hoard at once; it ends as soon as one is killed, and reaps them all.
+    hoarders = hostile(
+        "import resource, select, signal\n\n"
+        "def test_hoard_together():\n"
+        "    limit, _ = resource.getrlimit(resource.RLIMIT_AS)\n"
+        "    with open('/proc/self/status') as status:\n"
+        "        used = next(int(line.split()[1]) * 1024 for line in status\n"
+        "                    if line.startswith('VmSize:'))\n"
+        "    ready, told = os.pipe()\n"
+        "    children = []\n"
+        "    for _ in range(3):\n"
+        "        children.append(os.fork())\n"
+        "        if children[-1] == 0:\n"
+        "            hoard = b'x' * (limit - used - 64 * 1024 * 1024)\n"
+        "            os.write(told, b'.')\n"
+        "            time.sleep(60)\n"
+        "            os._exit(len(hoard))\n"
+        "    held = 0\n"
+        "    while held < 3:\n"
+        "        if select.select([ready], [], [], 0.05)[0]:\n"
+        "            held += len(os.read(ready, 3))\n"
+        "        elif os.waitpid(-1, os.WNOHANG)[0]:\n"
+        "            break\n"
+        "    for child in children:\n"
+        "        try:\n"
+        "            os.kill(child, signal.SIGKILL)\n"
+        "            os.waitpid(child, 0)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    assert held == 3\n"
+    )
+
+    run = await hostile_prover.run("python", SOLUTION, hoarders, trust=trust)
+
+    never_a_pass(run)
+    assert (run.reason or "").startswith(
+        "the run's processes together went over the slot's 1024 MiB memory cap: the kernel killed "
+    ), run.reason
 
 
 @pytest.fixture

@@ -1,10 +1,11 @@
 """What the start-up check reports, and the prover's promises: untrusted code never runs
-unconfined, trusted code runs without bubblewrap, concurrent and cancelled runs leave nothing
-behind."""
+unconfined, trusted code runs without bubblewrap, each slot has a cgroup where the machine
+allows and none outlives its prover, concurrent and cancelled runs leave nothing behind."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import tempfile
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from qa.policy import judge_gold
 from qa.proof import ProofUnavailable, Prover
 from tests.support.proving import leftovers, require
-from tests.support.tools import need_command
+from tests.support.tools import need, need_command
 
 SOLUTION = {"shop.py": "def price(quantity):\n    return 3 * quantity\n"}
 TESTS = {
@@ -29,11 +30,69 @@ SPIN = {"test_shop.py": "def test_spin():\n    while True:\n        pass\n"}
 
 async def test_on_this_machine_everything_is_ready(prover: Prover) -> None:
     need_command("bwrap", "bubblewrap")
-    assert prover.describe() == [
+    need(bool(prover.slot_cgroups), "this machine gives the proof slots no cgroups")
+    *languages, limits = prover.describe()
+
+    assert languages == [
         f"{language} ({trust}): ready"
         for language in ("python", "javascript", "sql")
         for trust in ("trusted", "untrusted")
     ]
+    assert re.fullmatch(
+        r"limits: each slot's processes together get at most 1024 MiB of memory and 64 tasks "
+        r"\(cgroup v[12]\)",
+        limits,
+    ), limits
+
+
+async def one_slot(work_root: Path, toolchain_root: Path, uids: range) -> Prover:
+    return await Prover.start(
+        work_root=work_root,
+        toolchain_root=toolchain_root,
+        postgres_admin_url=None,
+        slots=1,
+        uids=uids,
+    )
+
+
+async def test_without_a_uid_per_slot_the_limits_are_per_process_only(
+    work_root: Path, toolchain_root: Path
+) -> None:
+    async with await one_slot(work_root, toolchain_root, range(61000, 61000)) as prover:
+        limits = prover.describe()[-1]  # no uid to claim in that range
+
+    assert limits == (
+        "limits: per process only, as no cgroup caps a slot (the slots have no uid of their own)"
+    )
+    assert prover.slot_cgroups == ()
+
+
+async def test_a_closed_prover_leaves_no_cgroup_and_clears_what_a_dead_one_left(
+    work_root: Path, toolchain_root: Path
+) -> None:
+    async with await one_slot(work_root, toolchain_root, range(61170, 61184)) as first:
+        need(bool(first.slot_cgroups), "this machine gives the proof slots no cgroups")
+        [uid] = first.slot_uids
+        assert uid is not None
+        run = await first.run("python", SOLUTION, TESTS, trust="untrusted")
+    assert judge_gold(run).accepted
+    assert [folder for folder in first.slot_cgroups if folder.exists()] == []
+
+    # What a prover killed mid-run leaves: its cgroups, with a process still in them.
+    left = await asyncio.create_subprocess_exec("sleep", "60")
+    try:
+        for folder in first.slot_cgroups:
+            (folder / "slot-0").mkdir(parents=True)
+            (folder / "slot-0" / "cgroup.procs").write_text(f"{left.pid}\n")
+        async with await one_slot(work_root, toolchain_root, range(uid, uid + 1)) as second:
+            assert second.slot_cgroups == first.slot_cgroups
+            assert await asyncio.wait_for(left.wait(), timeout=5) == -9
+            assert leftovers((), work_root, second.slot_cgroups) == []
+        assert [folder for folder in second.slot_cgroups if folder.exists()] == []
+    finally:
+        if left.returncode is None:
+            left.kill()
+            await left.wait()
 
 
 async def test_without_bubblewrap_untrusted_code_is_refused_and_trusted_code_runs(
@@ -123,7 +182,7 @@ async def test_a_cancelled_run_leaves_nothing_behind(
     with pytest.raises(asyncio.CancelledError):
         await run
 
-    assert leftovers(hostile_prover.slot_uids, work_root) == []
+    assert leftovers(hostile_prover.slot_uids, work_root, hostile_prover.slot_cgroups) == []
 
 
 async def test_a_cancelled_sql_run_drops_its_database(
