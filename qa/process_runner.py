@@ -4,7 +4,7 @@ command in the sandbox, its report read back into verdicts, the workspace remove
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from qa import workspace
@@ -70,7 +70,8 @@ class ProcessRunner:
         try:
             workspace.check(solution_files, test_files)
             space.write({**self._harness.dependencies(), **solution_files, **test_files})
-            execution = await self._execute(command, space, slot, isolation)
+            report = space.expect_report(self._harness.report)
+            execution = await self._execute(command, space, slot, isolation, outputs=[report])
             log = execution.output
             reported = self._read(space, execution)
         except InvalidFiles as error:
@@ -89,7 +90,12 @@ class ProcessRunner:
         )
 
     async def _execute(
-        self, command: list[str], space: Workspace, slot: Slot, isolation: Isolation
+        self,
+        command: list[str],
+        space: Workspace,
+        slot: Slot,
+        isolation: Isolation,
+        outputs: Sequence[str] = (),
     ) -> Execution:
         reports = space.path / workspace.REPORTS
         environment = {
@@ -106,6 +112,7 @@ class ProcessRunner:
             limits=self._limits,
             env=environment,
             isolation=isolation,
+            outputs=outputs,
         )
 
     def _read(self, space: Workspace, execution: Execution) -> Reported:

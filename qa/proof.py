@@ -33,7 +33,7 @@ from qa.databases import DatabasesUnavailable, ProofDatabases
 from qa.harnesses import Jest, Pytest
 from qa.process_runner import ProcessRunner
 from qa.results import ProofLanguage, ProofRun, Trust
-from qa.sandbox import GIB, Isolation, Limits, Sandbox
+from qa.sandbox import GIB, MIB, Isolation, Limits, Sandbox
 from qa.slots import DEFAULT_LOCK_DIR, SANDBOX_UIDS, NoFreeUid, Slot, Slots, try_lock
 from qa.sql_runner import SqlRunner
 from qa.workspace import Workspace
@@ -41,9 +41,10 @@ from qa.workspace import Workspace
 LANGUAGES: tuple[ProofLanguage, ...] = get_args(ProofLanguage)
 TRUSTS: tuple[Trust, ...] = get_args(Trust)
 _ISOLATION: dict[Trust, Isolation] = {"trusted": "limits", "untrusted": "bubblewrap"}
-# Far above what a proof needs (20 MiB for pytest's, 50 MiB for Jest's), far below a
-# machine's memory shared among its slots.
+# Far above what a proof needs (20 MiB for pytest's, 50 MiB for Jest's, plus the files it
+# writes in its tmpfs, counted too), far below a machine's memory shared among its slots.
 SLOT_CAPS = Caps(memory=GIB, tasks=Limits.processes)
+_BUBBLEWRAP_WITH_SIZE = (0, 8)  # `--size` for the workspace's tmpfs
 
 
 class ProofUnavailable(RuntimeError):
@@ -218,11 +219,12 @@ class Prover:
 
 def _slot_cgroups(slots: Slots) -> tuple[Cgroups | None, str]:
     """The slots' cgroups if this machine has them, and the start-up line on what bounds a run."""
+    writable = f"an untrusted run writes at most {Limits.writable // MIB} MiB"
     try:
         cgroups = Cgroups.create(slots.all, SLOT_CAPS)
     except CgroupsUnavailable as error:
-        return None, f"limits: per process only, as no cgroup caps a slot ({error})"
-    return cgroups, f"limits: {cgroups.describe()}"
+        return None, f"limits: per process only, as no cgroup caps a slot ({error}); {writable}"
+    return cgroups, f"limits: {cgroups.describe()}; {writable}"
 
 
 def _claim(count: int, uids: range, lock_dir: Path) -> tuple[Slots, str | None]:
@@ -266,6 +268,11 @@ async def _check_sandbox(
             "untrusted code needs bubblewrap (Debian package bubblewrap), but "
             f"{bubblewrap or 'bwrap'} is not installed; refusing to run it unconfined"
         )
+    elif (version := await _bubblewrap_version(bwrap)) < _BUBBLEWRAP_WITH_SIZE:
+        untrusted = (
+            "untrusted code needs bubblewrap 0.8 or later (to bound what a run writes), but "
+            f"{bwrap} is {'.'.join(map(str, version))}; refusing to run it unconfined"
+        )
     elif not slots.separate_uids:
         untrusted = (
             "untrusted code needs an unprivileged uid of its own per slot, so warmpool must "
@@ -274,6 +281,19 @@ async def _check_sandbox(
     else:
         untrusted = await _dry_run(sandbox, slots.all[0], runs)
     return sandbox, {} if untrusted is None else {("*", "untrusted"): untrusted}
+
+
+async def _bubblewrap_version(bwrap: str) -> tuple[int, ...]:
+    """From `bwrap --version` ("bubblewrap 0.8.0"); (0,) when it says no version."""
+    process = await asyncio.create_subprocess_exec(
+        bwrap, "--version", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+    )
+    said, _ = await process.communicate()
+    *_, version = said.decode(errors="replace").split() or ["0"]
+    try:
+        return tuple(int(part) for part in version.split("."))
+    except ValueError:
+        return (0,)
 
 
 async def _dry_run(sandbox: Sandbox, slot: Slot, runs: Path) -> str | None:

@@ -7,8 +7,11 @@ command starts (a shell waits on a pipe until it is in), so that the memory and 
 all the run's processes together stay under the slot's caps.
 
 Untrusted code also runs inside bubblewrap: no network, no other processes in sight, the
-system and toolchains mounted read-only, the workspace the only writable place, and the
-command as the namespace's first process, so the whole namespace dies with it.
+system and toolchains mounted read-only, and the command as the namespace's first process,
+so the whole namespace dies with it. Its workspace is a tmpfs of `Limits.writable` bytes
+holding copies of the workspace's files: the only writable place, so that what a run writes
+in all is bounded, and gone with the namespace. Only its outputs (the report) are the
+host's files, each bounded by the file size limit.
 
 A hard time limit and an output cap end a run with SIGKILL. Whatever ends it (the command,
 a limit, a crash, the caller's cancellation), every process of the run is killed before
@@ -57,6 +60,7 @@ class Limits:
     file_size: int = 64 * MIB
     open_files: int = 512
     output: int = 8 * MIB
+    writable: int = 256 * MIB  # all files together, in bubblewrap
 
     def prlimit_options(self) -> list[str]:
         return [
@@ -100,16 +104,21 @@ class Sandbox:
         limits: Limits,
         env: Mapping[str, str],
         isolation: Isolation,
+        outputs: Sequence[str] = (),
     ) -> Execution:
+        """Run `argv` in `workspace`; `outputs` are files there (already made) that the run
+        writes for the host to read."""
         cgroup = None if self._cgroups is None else self._cgroups.slot(slot)
         memory_kills = 0 if cgroup is None else cgroup.memory_kills()
         command = [str(self._prlimit), *limits.prlimit_options(), "--"]
+        copies: list[int] = []
         if isolation == "bubblewrap":
-            command += self._bubblewrap_options(workspace)
+            options, copies = self._bubblewrap_options(workspace, outputs, limits.writable)
+            command += options
         started = time.monotonic()
         try:
             transport, run, release = await _spawn(
-                [*command, *argv], workspace, slot, env, limits.output, held=cgroup is not None
+                [*command, *argv], workspace, slot, env, limits.output, copies, cgroup is not None
             )
         except BaseException:
             _kill_leftovers(slot, cgroup)  # cancelled while starting: it may have started
@@ -145,7 +154,10 @@ class Sandbox:
             duration_s=time.monotonic() - started,
         )
 
-    def _bubblewrap_options(self, workspace: Path) -> list[str]:
+    def _bubblewrap_options(
+        self, workspace: Path, outputs: Sequence[str], writable: int
+    ) -> tuple[list[str], list[int]]:
+        """The options, and the descriptors of the workspace's files they copy in."""
         assert self._bubblewrap is not None
         options = [
             str(self._bubblewrap),
@@ -172,8 +184,9 @@ class Sandbox:
         for folder in self._readonly:
             options += ["--ro-bind", str(folder), str(folder)]
         options += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
-        options += ["--bind", str(workspace), str(workspace), "--chdir", str(workspace)]
-        return [*options, "--remount-ro", "/", "--"]
+        copy, copies = _workspace_copy(workspace, outputs, writable)
+        options += [*copy, "--chdir", str(workspace)]
+        return [*options, "--remount-ro", "/", "--"], copies
 
 
 async def _spawn(
@@ -182,10 +195,11 @@ async def _spawn(
     slot: Slot,
     env: Mapping[str, str],
     output: int,
-    *,
+    copies: list[int],
     held: bool,
 ) -> tuple[asyncio.SubprocessTransport, _Run, int | None]:
-    """The started run, and when `held`, the pipe end that lets it go (see `_let_in`)."""
+    """The started run, and when `held`, the pipe end that lets it go (see `_let_in`). The
+    descriptors in `copies` are passed to it, and closed here."""
     stdin: int = subprocess.DEVNULL
     release: int | None = None
     try:
@@ -201,6 +215,7 @@ async def _spawn(
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            pass_fds=copies,
             start_new_session=True,
             umask=0o077,
             user=slot.uid,
@@ -211,8 +226,33 @@ async def _spawn(
         _close(release)
         raise
     finally:
-        _close(stdin if held else None)
+        _close(*copies, stdin if held else None)
     return transport, run, release
+
+
+def _workspace_copy(
+    workspace: Path, outputs: Sequence[str], size: int
+) -> tuple[list[str], list[int]]:
+    """The workspace as a tmpfs of `size` bytes holding a copy of each of its files (read from
+    a descriptor passed to bubblewrap), but for `outputs`, bound to the host's files."""
+    bound = {workspace / output for output in outputs}
+    options = ["--size", str(size), "--tmpfs", str(workspace)]
+    copies: list[int] = []
+    try:
+        for folder, subfolders, files in os.walk(workspace):
+            for name in subfolders:
+                options += ["--dir", os.path.join(folder, name)]
+            for name in files:
+                path = Path(folder) / name
+                if path in bound:
+                    options += ["--bind", str(path), str(path)]
+                else:
+                    copies.append(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC))
+                    options += ["--file", str(copies[-1]), str(path)]
+    except BaseException:
+        _close(*copies)
+        raise
+    return options, copies
 
 
 def _let_in(cgroup: SlotCgroup, pid: int, release: int) -> str | None:

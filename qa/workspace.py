@@ -1,5 +1,6 @@
 """The per-run folder: the mission's files and synthesized dependencies, the only place a run
-may write. Reports are read back without following links, and the folder is removed whatever
+may write. Its report file is made empty beforehand (the one file that a run in bubblewrap
+writes on the host), read back without following links, and the folder is removed whatever
 happened in it.
 
 Mission files come from a model, so their paths are checked before anything is written:
@@ -88,6 +89,11 @@ class Workspace:
                 file.write(content)
             self._own(target)
 
+    def expect_report(self, name: str) -> str:
+        """An empty `.proof/<name>` for the runner to write; its path in the workspace."""
+        self.write({f"{REPORTS}/{name}": ""})
+        return f"{REPORTS}/{name}"
+
     def read_report(self, name: str, limit: int) -> bytes:
         """Read `.proof/<name>`: a regular file, reached without following any link."""
         shown = f"{REPORTS}/{name}"
@@ -112,6 +118,8 @@ class Workspace:
             if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
                 raise UnreadableReport(f"{shown} is not a regular file")
             data = file.read(limit + 1)
+        if not data:
+            raise UnreadableReport(f"the runner wrote no report ({shown})")
         if len(data) > limit:
             raise UnreadableReport(f"{shown} is larger than {limit} bytes")
         return data

@@ -68,6 +68,14 @@ def test_a_missing_report_says_the_runner_wrote_none(tmp_path: Path) -> None:
         space.read_report("junit.xml", limit=100)
 
 
+def test_an_expected_report_left_empty_says_the_runner_wrote_none(tmp_path: Path) -> None:
+    space = Workspace.create(tmp_path, owner=None)
+
+    assert space.expect_report("junit.xml") == ".proof/junit.xml"
+    with pytest.raises(UnreadableReport, match=r"the runner wrote no report \(.proof/junit.xml\)"):
+        space.read_report("junit.xml", limit=100)
+
+
 def test_a_report_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
     secret = tmp_path / "secret"
     secret.write_text("host file")

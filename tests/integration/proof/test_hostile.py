@@ -141,6 +141,25 @@ async def test_children_each_under_the_memory_limit_are_stopped_together(
     ), run.reason
 
 
+async def test_writing_far_more_than_the_workspace_holds_fails(hostile_prover: Prover) -> None:
+    require(hostile_prover, "python", "untrusted")
+    # 1 GiB in files of 32 MiB, each under the file size limit: four times what a run may write.
+    flood = hostile(
+        "def test_fill_the_disk():\n"
+        "    chunk = b'x' * (16 * 1024 * 1024)\n"
+        "    for number in range(32):\n"
+        "        with open(f'fill-{number}', 'wb') as file:\n"
+        "            file.write(chunk)\n"
+        "            file.write(chunk)\n"
+    )
+
+    run = await hostile_prover.run("python", SOLUTION, flood, trust="untrusted")
+
+    never_a_pass(run)
+    assert run.failed == 1, run.reason
+    assert "No space left on device" in run.tests[0].message, run.tests
+
+
 @pytest.fixture
 def listener() -> Iterator[socket.socket]:
     server = socket.create_server(("127.0.0.1", 0))

@@ -40,7 +40,7 @@ async def test_on_this_machine_everything_is_ready(prover: Prover) -> None:
     ]
     assert re.fullmatch(
         r"limits: each slot's processes together get at most 1024 MiB of memory and 64 tasks "
-        r"\(cgroup v[12]\)",
+        r"\(cgroup v[12]\); an untrusted run writes at most 256 MiB",
         limits,
     ), limits
 
@@ -62,7 +62,8 @@ async def test_without_a_uid_per_slot_the_limits_are_per_process_only(
         limits = prover.describe()[-1]  # no uid to claim in that range
 
     assert limits == (
-        "limits: per process only, as no cgroup caps a slot (the slots have no uid of their own)"
+        "limits: per process only, as no cgroup caps a slot (the slots have no uid of their "
+        "own); an untrusted run writes at most 256 MiB"
     )
     assert prover.slot_cgroups == ()
 
@@ -122,6 +123,27 @@ async def test_without_bubblewrap_untrusted_code_is_refused_and_trusted_code_run
     )
     assert trusted.confinement == "limits"
     assert judge_gold(trusted).accepted
+
+
+async def test_a_bubblewrap_too_old_to_bound_what_a_run_writes_is_refused(
+    work_root: Path, toolchain_root: Path, tmp_path: Path
+) -> None:
+    old = tmp_path / "bwrap"
+    old.write_text("#!/bin/sh\necho bubblewrap 0.6.1\n")
+    old.chmod(0o755)
+    async with await Prover.start(
+        work_root=work_root,
+        toolchain_root=toolchain_root,
+        postgres_admin_url=None,
+        slots=1,
+        bubblewrap=str(old),
+    ) as prover:
+        refusal = prover.availability("python", "untrusted")
+
+    assert refusal == (
+        "untrusted code needs bubblewrap 0.8 or later (to bound what a run writes), but "
+        f"{old} is 0.6.1; refusing to run it unconfined"
+    )
 
 
 async def test_a_missing_toolchain_is_named_with_the_way_to_install_it(work_root: Path) -> None:
