@@ -143,6 +143,8 @@ class Prover:
             runners["sql"] = SqlRunner(databases, time_limit_s=time_limit_s)
         if sql_problem is not None:
             problems.update({("sql", trust): sql_problem for trust in TRUSTS})
+        elif databases is not None and (unbounded := databases.unbounded()) is not None:
+            problems["sql", "untrusted"] = unbounded
         return cls(
             slots=claimed,
             runners=runners,

@@ -30,3 +30,13 @@ SELECT set_config('search_path', 'tap, public', true),
 SELECT left(line, $2::int) AS line
   FROM tap.runtests('public'::name, $1::text) AS output(line)
  LIMIT $3::int
+
+-- name: proof_session_limits_raised
+-- The limits of $1 that the session has raised above what the run's role sets: reset_val is
+-- the role's value, fixed when the session began, and a statement_timeout of 0 is none at all.
+SELECT name, current_setting(name) AS raised_to
+  FROM pg_settings
+ WHERE name = ANY($1::text[])
+   AND (CASE WHEN name = 'statement_timeout' AND setting = '0' THEN 'Infinity' ELSE setting END)::float8
+     > (CASE WHEN name = 'statement_timeout' AND reset_val = '0' THEN 'Infinity' ELSE reset_val END)::float8
+ ORDER BY name

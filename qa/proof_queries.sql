@@ -9,23 +9,41 @@
 SELECT default_version FROM pg_available_extensions WHERE name = 'pgtap'
 
 -- name: proof_admin_powers
--- What the admin role may do: create the per-run roles and databases, set superuser-only limits.
-SELECT rolsuper AS superuser, rolsuper OR (rolcreaterole AND rolcreatedb) AS can_create
+-- What the admin role may do: create the per-run roles and databases, set a limit that only a
+-- superuser (or a role granted SET on it) may set.
+SELECT rolsuper OR (rolcreaterole AND rolcreatedb) AS can_create,
+       has_parameter_privilege('temp_file_limit', 'SET') AS limits_temp_files
   FROM pg_roles
  WHERE rolname = current_user
 
--- name: proof_template_lock
--- Held while one process checks or builds the template, so concurrent starts build it once.
+-- name: proof_setup_lock
+-- Held while one process closes the admin database and checks or builds the template, so
+-- concurrent starts build it once and never GRANT on one database at once (which fails with
+-- "tuple concurrently updated").
 SELECT pg_advisory_lock(hashtext('warmpool proof template'))
 
--- name: proof_template_unlock
+-- name: proof_setup_unlock
 SELECT pg_advisory_unlock(hashtext('warmpool proof template'))
+
+-- name: proof_admin_database
+SELECT current_database()
+
+-- name: proof_database_open_to_all
+-- Whether every role may connect to the database, as PUBLIC may by default.
+SELECT has_database_privilege('public', $1::text, 'CONNECT')
+
+-- name: proof_database_close_statement
+-- Only its owner (who keeps CONNECT), the admin role and superusers may connect afterwards.
+SELECT format(
+    'GRANT CONNECT ON DATABASE %1$I TO CURRENT_USER; REVOKE CONNECT ON DATABASE %1$I FROM PUBLIC',
+    $1::text)
 
 -- name: proof_database_exists
 SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1::text)
 
 -- name: proof_database_create_statement
-SELECT format('CREATE DATABASE %I', $1::text)
+-- From template0, which nobody can change: template1 may hold whatever was added to it.
+SELECT format('CREATE DATABASE %I TEMPLATE template0', $1::text)
 
 -- name: proof_template_seal_statement
 -- Renamed into place only once complete; no connections, so clones never find it in use.
@@ -35,21 +53,20 @@ SELECT format(
     $1::text, $2::text)
 
 -- name: proof_role_create_statement
--- The run's role: logs in with a password for this run only, may create nothing outside
--- its own database, may not raise its limits past the timeout (it may SET it lower or off
--- per session: the runner's wall clock is the hard limit). The admin joins it so that a
--- non-superuser admin may create and drop the database it owns.
+-- The run's role: logs in with a password for this run only, once at a time, may create
+-- nothing outside its own database. The admin joins it so that a non-superuser admin may
+-- create and drop the database it owns, and end its backend.
 SELECT format(
     'CREATE ROLE %1$I LOGIN PASSWORD %2$L NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION '
-    'NOBYPASSRLS CONNECTION LIMIT 2; '
-    'ALTER ROLE %1$I SET statement_timeout = %3$L; '
+    'NOBYPASSRLS CONNECTION LIMIT 1; '
     'ALTER ROLE %1$I SET search_path = public, tap; '
     'GRANT %1$I TO CURRENT_USER',
-    $1::text, $2::text, $3::text)
+    $1::text, $2::text)
 
--- name: proof_role_limit_temp_files_statement
--- A superuser-only setting: the role cannot lift it, so its spill files stay bounded.
-SELECT format('ALTER ROLE %I SET temp_file_limit = %L', $1::text, $2::text)
+-- name: proof_role_settings_statement
+-- The role's limits ($2 names, $3 values), in force from its session's start.
+SELECT string_agg(format('ALTER ROLE %I SET %I = %L', $1::text, name, value), '; ')
+  FROM unnest($2::text[], $3::text[]) AS setting(name, value)
 
 -- name: proof_run_database_create_statement
 SELECT format('CREATE DATABASE %1$I OWNER %1$I TEMPLATE %2$I', $1::text, $2::text)

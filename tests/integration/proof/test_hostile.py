@@ -5,20 +5,25 @@ no process in a slot's cgroup and no run folder left."""
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
 
 from qa import processes
+from qa.databases import ProofDatabases
 from qa.policy import judge_gold
 from qa.proof import Prover
 from qa.results import ProofRun, Trust
 from qa.sandbox import Limits
+from qa.slots import Slot
+from qa.sql_runner import SqlRunner
 from tests.support.proving import require
 from tests.support.tools import need
 
@@ -354,9 +359,7 @@ async def test_sql_that_never_ends_is_killed_and_its_database_dropped(
         tests,
         trust="untrusted",
     )
-    looped = await hostile_prover.run(
-        "sql", {"a.sql": "SET statement_timeout = 0;\n"}, looping, trust="untrusted"
-    )
+    looped = await hostile_prover.run("sql", {"a.sql": "SELECT 1;\n"}, looping, trust="untrusted")
 
     never_a_pass(sleeping)
     assert sleeping.reason == "timed out after 3 s"
@@ -404,3 +407,146 @@ async def test_sql_cannot_reach_the_host(hostile_prover: Prover) -> None:
     assert "permission denied for function pg_read_file" in run.tests[1].message
     assert "pg_execute_server_program" in run.tests[2].message
     assert not marker.exists()
+
+
+PASSING_SQL_TEST = {
+    "test_shop.sql": "CREATE FUNCTION test_x() RETURNS SETOF TEXT LANGUAGE sql "
+    "AS $$ SELECT tap.pass('x') $$;\n"
+}
+
+
+async def gone_and_server_answers(postgres_server: str, run: ProofRun) -> None:
+    """The run's database, role and backend are gone, and the server still answers."""
+    role = run.command.split("as role ")[1].split()[0]
+    admin = await asyncpg.connect(postgres_server)
+    try:
+        assert await admin.fetchval("SELECT 1") == 1
+        for query in (
+            "SELECT count(*) FROM pg_database WHERE datname = $1",
+            "SELECT count(*) FROM pg_roles WHERE rolname = $1",
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = $1",
+        ):
+            assert not await admin.fetchval(query, role), query
+    finally:
+        await admin.close()
+
+
+@pytest.mark.parametrize(
+    ("files", "reason"),
+    [
+        (
+            {"a.sql": "SET work_mem = '1GB';\n"},
+            "the solution file a.sql raised work_mem to 1GB (a proof runs with 4MB)",
+        ),
+        (
+            {"a.sql": "SET statement_timeout = 0;\n"},
+            "the solution file a.sql raised statement_timeout to 0 (a proof runs with 3000ms)",
+        ),
+        (
+            {"a.sql": "SELECT set_config('max_parallel_workers_per_gather', '8', false);\n"},
+            "the solution file a.sql raised max_parallel_workers_per_gather to 8 "
+            "(a proof runs with 0)",
+        ),
+    ],
+    ids=["work_mem", "statement_timeout", "parallel_workers"],
+)
+async def test_sql_that_raises_its_limits_fails_with_the_limit_it_raised(
+    hostile_prover: Prover, postgres_server: str, files: dict[str, str], reason: str
+) -> None:
+    require(hostile_prover, "sql", "untrusted")
+    run = await hostile_prover.run("sql", files, PASSING_SQL_TEST, trust="untrusted")
+
+    never_a_pass(run)
+    assert run.reason == reason
+    await gone_and_server_answers(postgres_server, run)
+
+
+def hoard_rows(kind: str) -> str:
+    """A gigabyte in rows of a kilobyte, too short to be compressed, in a table of `kind`."""
+    return (
+        f"CREATE {kind} TABLE hoard (filler text);\n"
+        "DO $$ BEGIN FOR i IN 1..100 LOOP\n"
+        "  INSERT INTO hoard SELECT repeat(md5(random()::text), 32) FROM generate_series(1, 10000);\n"
+        "END LOOP; END $$;\n"
+    )
+
+
+DATABASE_BOUND = r"the proof database grew to \d+ MiB, past the 64 MiB a proof may use"
+MEMORY_BOUND = r"the proof's backend held \d+ MiB of memory, past the 256 MiB a proof may use"
+
+
+@pytest.mark.parametrize(
+    ("solution", "reason"),
+    [
+        (hoard_rows("UNLOGGED"), DATABASE_BOUND),
+        (hoard_rows("TEMPORARY"), DATABASE_BOUND),
+        (
+            "SELECT length(string_agg(repeat('x', 1000000), '')) FROM generate_series(1, 900);\n",
+            MEMORY_BOUND,
+        ),
+        (
+            # A raised work_mem keeps the whole sort in memory.
+            "SET work_mem = '2GB';\n"
+            "SELECT count(*) FROM (SELECT md5(g::text) AS h FROM generate_series(1, 5000000) g "
+            "ORDER BY h) AS sorted;\n",
+            MEMORY_BOUND,
+        ),
+        (
+            "CREATE TABLE numbers AS SELECT g FROM generate_series(1, 300000) AS g;\n"
+            "SET max_parallel_workers_per_gather = 4;\n"
+            "SET parallel_setup_cost = 0;\n"
+            "SET parallel_tuple_cost = 0;\n"
+            "SET min_parallel_table_scan_size = 0;\n"
+            "SELECT count(*) FROM numbers WHERE length(repeat(md5(g::text), 2000)) > 0;\n",
+            r"the proof started \d+ parallel workers, which proofs may not use",
+        ),
+    ],
+    ids=["unlogged_table", "temporary_table", "aggregate", "work_mem_sort", "parallel_workers"],
+)
+async def test_sql_past_a_bound_is_stopped_with_the_reason(
+    hostile_prover: Prover, postgres_server: str, solution: str, reason: str
+) -> None:
+    require(hostile_prover, "sql", "untrusted")
+    run = await hostile_prover.run("sql", {"a.sql": solution}, PASSING_SQL_TEST, trust="untrusted")
+
+    never_a_pass(run)
+    assert re.fullmatch(reason, run.reason or ""), run.reason
+    await gone_and_server_answers(postgres_server, run)
+
+
+async def test_a_proofs_role_reaches_no_database_but_its_own(
+    hostile_prover: Prover, database_url: str
+) -> None:
+    """Proofs on warmpool's own server (no proof server configured): the admin URL is
+    warmpool's database, which a run's role may not enter, nor another run's database."""
+    require(hostile_prover, "sql", "untrusted")
+    warmpool = urlsplit(database_url).path.lstrip("/")
+    databases = await ProofDatabases.open(database_url, statement_timeout_s=3, connections=2)
+    try:
+        runner = SqlRunner(databases, time_limit_s=3)
+        for extension in ("dblink", "postgres_fdw"):
+            refused = await runner.run(
+                {"a.sql": f"CREATE EXTENSION {extension};\n"},
+                PASSING_SQL_TEST,
+                slot=Slot(0, None),
+                trust="untrusted",
+            )
+            never_a_pass(refused)
+            assert f'permission denied to create extension "{extension}"' in (refused.reason or "")
+        async with databases.disposable() as run, databases.disposable() as other:
+            # Its one connection given back, so that a second meets the database's own check.
+            await run.connection.close()
+            for database in (warmpool, other.role):
+                with pytest.raises(
+                    asyncpg.InsufficientPrivilegeError, match="permission denied for database"
+                ):
+                    await asyncpg.connect(database_url, user=run.role, database=database)
+            own = await asyncpg.connect(database_url, user=run.role, database=run.role)
+            await own.close()
+    finally:
+        await databases.close()
+    warmpools = await asyncpg.connect(database_url)
+    try:
+        assert await warmpools.fetchval("SELECT count(*) FROM generation_jobs") == 0
+    finally:
+        await warmpools.close()
