@@ -1,16 +1,18 @@
-"""The Docker deployment as written: the compose file parses and wires PostgreSQL, a one-shot
-migration, two API processes and two workers, each with a health check, and workers get
-longer than their shutdown grace to stop; what the image's build stage copies installs as a
+"""The Docker deployment as written: the compose file parses and wires PostgreSQL, a separate
+PostgreSQL with pgTAP for SQL proofs, a one-shot migration, two API processes and two workers,
+each with a health check, and workers get longer than their shutdown grace to stop; what the image's build stage copies installs as a
 wheel holding every file of warmpool's packages (SQL, prompts, templates, the catalog)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -34,20 +36,50 @@ def seconds(duration: str) -> int:
 
 def test_the_compose_file_wires_postgres_migrate_two_apis_and_two_workers() -> None:
     found = services("compose.yaml")
-    assert set(found) == {"postgres", "migrate", "api", "worker"}
-    assert found["postgres"]["build"] == "postgres"
+    assert set(found) == {"postgres", "proof-postgres", "migrate", "api", "worker"}
     assert found["migrate"]["command"] == ["warmpool", "migrate"]
     assert found["migrate"]["restart"] == "no"
     assert found["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    migrated = {"migrate": {"condition": "service_completed_successfully"}}
+    assert found["api"]["depends_on"] == migrated
+    assert found["worker"]["depends_on"] == {
+        **migrated,
+        "proof-postgres": {"condition": "service_healthy"},
+    }
     for name in ("api", "worker"):
         service = found[name]
         assert service["deploy"]["replicas"] == 2
-        assert service["depends_on"] == {"migrate": {"condition": "service_completed_successfully"}}
         assert service["build"]["dockerfile"] == "docker/Dockerfile"
         assert "healthcheck" in service
     assert "--no-worker" in found["api"]["command"]
     assert any("/readyz" in part for part in found["api"]["healthcheck"]["test"])
     assert found["worker"]["command"] == ["warmpool", "worker"]
+
+
+def test_sql_proofs_run_on_a_postgres_of_their_own_with_pgtap_and_a_memory_limit() -> None:
+    found = services("compose.yaml")
+    main, proofs = found["postgres"], found["proof-postgres"]
+    assert proofs["build"] == "postgres"
+    assert "postgresql-15-pgtap" in (DOCKER / "postgres" / "Dockerfile").read_text()
+    assert "build" not in main, "warmpool's own database needs no pgTAP"
+    assert proofs["image"] != main["image"]
+    assert proofs["deploy"]["resources"]["limits"]["memory"]
+    assert "volumes" not in proofs, "nothing on the proof server must survive"
+    assert "healthcheck" in proofs
+    worker = found["worker"]["environment"]
+    database = urlsplit(interpolated(worker["WARMPOOL_DATABASE_URL"]))
+    proof = urlsplit(interpolated(worker["WARMPOOL_PROOF_DATABASE_URL"]))
+    assert (database.hostname, proof.hostname) == ("postgres", "proof-postgres")
+    assert proof.username == proofs["environment"]["POSTGRES_USER"]
+    assert proof.path == "/" + proofs["environment"]["POSTGRES_DB"]
+    assert proof.password == interpolated(proofs["environment"]["POSTGRES_PASSWORD"])
+    assert proof.password != interpolated(main["environment"]["POSTGRES_PASSWORD"])
+
+
+def interpolated(value: str) -> str:
+    """`value` with each ${VARIABLE...} as compose would fill it from a VARIABLE set to its
+    own name in lower case."""
+    return re.sub(r"\$\{([A-Z_]+)[^}]*\}", lambda match: match[1].lower(), value)
 
 
 def test_docker_waits_longer_than_the_shutdown_grace_before_it_kills() -> None:
