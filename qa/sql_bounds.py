@@ -5,8 +5,10 @@ Postgres lets any role raise its own work_mem, statement_timeout or parallel wor
 first line only. The runner fails a proof that leaves one raised, the wall clock bounds time
 whatever the timeout says, and the watchdog polls what a raise or a big table would cost: the
 run database's size (unlogged and temporary tables live in its folder too), the private
-memory of the run's backend, read from the server's /proc, and any parallel worker it starts.
-Past a bound it terminates the backend and the proof fails with the reason.
+memory of the run's backend, read from the server's /proc, any parallel worker it starts, and
+the locks it holds, which come from one table that the whole server shares (a transaction that
+creates thousands of tables fills it, and every other session's next lock fails). Past a bound
+it terminates the backend and the proof fails with the reason.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ SESSION_LIMITS: dict[str, str] = {
 TEMP_FILE_LIMIT = "64MB"
 DATABASE_BYTES = 64 * MIB
 MEMORY_BYTES = 256 * MIB
+# A proof's transaction locks the relations it touches: tens, for a mission's schema.
+LOCKS = 1000
 WATCH_INTERVAL_S = 0.1
 # pg_terminate_backend waits this long for the backend to be gone.
 TERMINATE_WAIT_MS = 5000
@@ -95,6 +99,8 @@ class Watchdog:
                 f"the proof started {usage['parallel_workers']} parallel workers, "
                 "which proofs may not use"
             )
+        if usage["locks"] > LOCKS:
+            return f"the proof held {usage['locks']} locks, past the {LOCKS} {_MAY}"
         size = usage["database_bytes"]
         if size > DATABASE_BYTES:
             return (

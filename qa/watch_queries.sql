@@ -3,9 +3,11 @@
 
 -- name: proof_run_usage
 -- The run database's size, which counts its unlogged and temporary tables (they live in its
--- folder like the rest), and the parallel workers the run's backend leads.
+-- folder like the rest), the parallel workers the run's backend leads, and the locks it holds
+-- in the server's shared lock table.
 SELECT pg_database_size($1::text) AS database_bytes,
-       (SELECT count(*) FROM pg_stat_activity WHERE leader_pid = $2::int) AS parallel_workers
+       (SELECT count(*) FROM pg_stat_activity WHERE leader_pid = $2::int) AS parallel_workers,
+       (SELECT count(*) FROM pg_locks WHERE pid = $2::int) AS locks
 
 -- name: proof_backend_memory
 -- A backend's private memory in kB (RssAnon: work_mem, temp_buffers, hash tables and the

@@ -500,8 +500,22 @@ MEMORY_BOUND = r"the proof's backend held \d+ MiB of memory, past the 256 MiB a 
             "SELECT count(*) FROM numbers WHERE length(repeat(md5(g::text), 2000)) > 0;\n",
             r"the proof started \d+ parallel workers, which proofs may not use",
         ),
+        (
+            # Each table's lock held to the end of the transaction, in the server's one table.
+            "DO $$ BEGIN FOR i IN 1..20000 LOOP\n"
+            "  EXECUTE format('CREATE TABLE t%s (a int)', i);\n"
+            "END LOOP; END $$;\n",
+            r"the proof held \d+ locks, past the 1000 a proof may use",
+        ),
     ],
-    ids=["unlogged_table", "temporary_table", "aggregate", "work_mem_sort", "parallel_workers"],
+    ids=[
+        "unlogged_table",
+        "temporary_table",
+        "aggregate",
+        "work_mem_sort",
+        "parallel_workers",
+        "locks",
+    ],
 )
 async def test_sql_past_a_bound_is_stopped_with_the_reason(
     hostile_prover: Prover, postgres_server: str, solution: str, reason: str
