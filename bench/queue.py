@@ -1,14 +1,17 @@
 """Queue benchmark: warmpool's queue beside two baselines on the same Postgres, in one run.
 
     python bench/queue.py [--jobs 20000] [--cap 50] [--requests 2000] [--samples 200]
-        [--enqueue-seconds 5] [--clients 32]
+        [--enqueue-seconds 5] [--clients 32] [--depths 0,10000,100000] [--enqueues 4000]
 
 Prints, each with its ratio to the baselines:
 - throughput: claim-to-complete of N no-op jobs (warmpool with its exact global cap on;
   a bare FOR UPDATE SKIP LOCKED claim loop in raw asyncpg; pgqueuer), at the same concurrency;
 - pickup latency: from the enqueue's commit to the job running, capacity free, p50 and p99;
 - enqueue rate: warmpool's POST /v1/jobs over HTTP (from wrk, Debian's `wrk` package, to one
-  API process), beside raw INSERTs and pgqueuer's enqueue.
+  API process), beside raw INSERTs and pgqueuer's enqueue;
+- single enqueues into queues already 0, 10,000 and 100,000 deep: warmpool's enqueue with every
+  check on (user lock, per-user cap, depth limit, fair turn, NOTIFY) beside pgqueuer's, each
+  client its own connection.
 Needs the bench extra: pip install -e '.[bench]'.
 """
 
@@ -319,6 +322,68 @@ async def pgqueuer_enqueues(url: str, requests: int, clients: int) -> float:
     return rate
 
 
+async def warmpool_enqueues_at_depth(url: str, depth: int, enqueues: int, clients: int) -> float:
+    pool = await create_pool(url, max_size=clients)
+    async with pool.acquire() as connection:
+        await migrate.apply(connection)
+    await pool.execute(
+        "INSERT INTO generation_jobs (lane, domain, fair_time) SELECT 'replenish', 'bench', now() "
+        "FROM generate_series(1, $1::int)",
+        depth,
+    )
+    await pool.execute("VACUUM ANALYZE generation_jobs")
+    numbers = iter(range(enqueues))
+
+    async def client_loop() -> None:
+        async with pool.acquire() as connection:
+            for number in numbers:
+                async with connection.transaction():
+                    await queue.enqueue(
+                        connection,
+                        lane="interactive",
+                        user_id=f"user-{number}",
+                        track="backend-engineer",
+                        domain="bench",
+                        limits=NO_LIMITS,
+                    )
+                await queue.wake_dispatchers(connection)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client_loop() for _ in range(clients)))
+    rate = enqueues / (time.perf_counter() - start)
+    await pool.close()
+    return rate
+
+
+async def pgqueuer_enqueues_at_depth(url: str, depth: int, enqueues: int, clients: int) -> float:
+    connection = await asyncpg.connect(url)
+    queries = Queries(AsyncpgDriver(connection))
+    await queries.install()
+    for start in range(0, depth, 10_000):
+        batch = min(10_000, depth - start)
+        await queries.enqueue(["noop"] * batch, [b""] * batch, [0] * batch)
+    await connection.execute("VACUUM ANALYZE pgqueuer")
+    await connection.close()
+    return await pgqueuer_enqueues(url, enqueues, clients)
+
+
+async def enqueues_by_depth(
+    server: str, depths: list[int], enqueues: int, clients: int
+) -> list[tuple[int, float, float]]:
+    """Per depth: warmpool's and pgqueuer's single enqueues per second, each on a fresh queue
+    filled to that depth first."""
+    rates = []
+    for depth in depths:
+        ours = await warmpool_enqueues_at_depth(
+            await fresh_database(server, "bench_queue_depth_warmpool"), depth, enqueues, clients
+        )
+        theirs = await pgqueuer_enqueues_at_depth(
+            await fresh_database(server, "bench_queue_depth_pgqueuer"), depth, enqueues, clients
+        )
+        rates.append((depth, ours, theirs))
+    return rates
+
+
 def row(name: str, ours: float, bare: float, pgq: float, unit: str, higher_is_better: bool) -> None:
     def ratio(other: float) -> str:
         return f"{(ours / other if higher_is_better else other / ours):.2f}x"
@@ -365,6 +430,9 @@ async def main(arguments: argparse.Namespace) -> None:
         )
     bare_inserts = await raw_inserts(urls["bare"], arguments.requests, arguments.clients)
     pgq_inserts = await pgqueuer_enqueues(urls["pgqueuer"], arguments.requests, arguments.clients)
+    by_depth = await enqueues_by_depth(
+        server, arguments.depths, arguments.enqueues, arguments.clients
+    )
 
     print(
         f"\n{arguments.jobs} no-op jobs, concurrency {arguments.cap} (warmpool: global cap {arguments.cap},"
@@ -383,8 +451,18 @@ async def main(arguments: argparse.Namespace) -> None:
         "\nratios > 1.00x mean warmpool is better (faster, or lower latency)."
     )
     print(
+        f"\nsingle enqueues into a queue already that deep, {arguments.clients} clients"
+        f" ({arguments.enqueues} each)\n{'depth':>10} {'warmpool':>10} {'pgqueuer':>10}  {'unit':<7} {'vs pgqueuer':>12}"
+    )
+    for depth, ours, theirs in by_depth:
+        print(f"{depth:>10} {ours:>10.1f} {theirs:>10.1f}  {'req/s':<7} {ours / theirs:>11.2f}x")
+    flat = min(ours for _, ours, _ in by_depth) / max(ours for _, ours, _ in by_depth)
+    print(
         f"goals: throughput >= pgqueuer: {'met' if ours_drain >= pgq_drain else 'NOT met'};"
-        f" pickup p50 <= pgqueuer: {'met' if ours_p50 <= pgq_p50 else 'NOT met'}"
+        f" pickup p50 <= pgqueuer: {'met' if ours_p50 <= pgq_p50 else 'NOT met'};"
+        f" single enqueues >= pgqueuer at every depth:"
+        f" {'met' if all(ours >= theirs for _, ours, theirs in by_depth) else 'NOT met'}"
+        f" (slowest depth at {flat:.2f}x the fastest)"
     )
 
 
@@ -396,4 +474,11 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=2_000, help="enqueues per baseline")
     parser.add_argument("--enqueue-seconds", type=float, default=5, help="of POST /v1/jobs")
     parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument(
+        "--depths",
+        type=lambda text: [int(depth) for depth in text.split(",")],
+        default=[0, 10_000, 100_000],
+        help="queue depths for the single-enqueue rates",
+    )
+    parser.add_argument("--enqueues", type=int, default=4_000, help="single enqueues per depth")
     asyncio.run(main(parser.parse_args()))

@@ -9,17 +9,19 @@
 SELECT pg_advisory_xact_lock(2, hashtext($1::text));
 
 -- name: job_insert_within_limits
--- One statement: count the user's active jobs and the pending depth, and insert only when
--- both are under their limits. The per-user count is exact because the caller holds
+-- One statement: count the user's active jobs and read the pending depth, and insert only
+-- when both are under their limits. The per-user count is exact because the caller holds
 -- user_lock; the depth is a soft limit that concurrent enqueues may overshoot by at most
--- their number.
+-- their number. The depth comes from its shards (migration 0012), a few rows however deep the
+-- queue: counting the pending jobs would make every enqueue slower as the queue grows.
 WITH active AS (
     SELECT count(*) AS jobs FROM generation_jobs
     WHERE user_id = $2::text AND status IN ('pending', 'generating', 'awaiting_review')
 ),
 depth AS (
-    SELECT count(*) AS pending, count(*) FILTER (WHERE lane = 'replenish') AS replenish_pending
-    FROM generation_jobs WHERE status = 'pending'
+    SELECT coalesce(sum(interactive + replenish), 0)::bigint AS pending,
+           coalesce(sum(replenish), 0)::bigint AS replenish_pending
+    FROM generation_queue_depth
 ),
 previous_turn AS (
     SELECT max(fair_time) AS fair_time FROM generation_jobs
