@@ -19,10 +19,10 @@ from qa.policy import judge_gold, judge_sabotage, needs_proof
 from qa.proof import ProofUnavailable, Prover
 from qa.results import ProofRun, Trust
 
-# Serves an approved mission to the user whose interactive job asked for it, inside the
-# job's final transaction; the instance id, or None if it could not be served. The pool
-# provides it (generation does not import the pool).
-ServeWaitingUser = Callable[[Connection, int, str, str], Awaitable[int | None]]
+# Serves an approved mission (its id) to the user whose interactive job (its id) asked for
+# it, inside the job's final transaction; the instance id, or None if it could not be served.
+# The pool provides it (generation does not import the pool).
+ServeWaitingUser = Callable[[Connection, int, int], Awaitable[int | None]]
 
 
 class MissionPipeline:
@@ -134,12 +134,8 @@ class MissionPipeline:
                 return Failed("made a mission identical to one already in the pool; discarded")
             if job.lane == "replenish":
                 return Finished(status="completed", mission_id=mission_id)
-            assert job.user_id is not None
-            assert job.track is not None
             if needs_proof(domain) and domain.review == "proof":
-                instance_id = await self._serve_waiting_user(
-                    connection, mission_id, job.user_id, job.track
-                )
+                instance_id = await self._serve_waiting_user(connection, mission_id, job.id)
                 return Finished(status="completed", mission_id=mission_id, instance_id=instance_id)
             return Finished(status="awaiting_review", mission_id=mission_id)
 

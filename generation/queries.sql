@@ -28,9 +28,10 @@ previous_turn AS (
     WHERE user_id = $2::text AND status = 'pending'
 ),
 inserted AS (
-    INSERT INTO generation_jobs (lane, user_id, track, domain, created_at, fair_time)
+    INSERT INTO generation_jobs (lane, user_id, track, domain, created_at, fair_time, created_by)
     SELECT $1::text, $2::text, $3::text, $4::text, coalesce($8::timestamptz, now()),
-           greatest(coalesce($8::timestamptz, now()), previous_turn.fair_time + $7::interval)
+           greatest(coalesce($8::timestamptz, now()), previous_turn.fair_time + $7::interval),
+           $10::bigint
     FROM active, depth, previous_turn
     -- The replenish lane has its own, smaller depth limit: it is what gets shed first.
     WHERE active.jobs < $5::int AND depth.pending < $6::int
@@ -54,9 +55,9 @@ RETURNING id;
 -- name: job_view
 -- A job as the API shows it: its queue position follows the dispatch order of
 -- job_claim_within_cap (interactive lane first, then fair_time, then id), and its spend sums
--- the ledger.
+-- the ledger. With $2, only a job that key made.
 SELECT j.id, j.status, j.lane, j.user_id, j.track, j.domain, j.attempt, j.created_at,
-       j.started_at, j.finished_at, j.error, j.mission_id, j.instance_id,
+       j.started_at, j.finished_at, j.error, j.mission_id, j.instance_id, j.created_by,
        CASE WHEN j.status = 'pending' THEN (
            SELECT count(*) FROM generation_jobs p
            WHERE p.status = 'pending'
@@ -72,7 +73,7 @@ CROSS JOIN LATERAL (
            coalesce(sum(cost_usd), 0) AS cost_usd
     FROM llm_calls WHERE job_id = j.id
 ) spend
-WHERE j.id = $1::bigint;
+WHERE j.id = $1::bigint AND ($2::bigint IS NULL OR j.created_by = $2::bigint);
 
 -- name: job_claim_within_cap
 -- One round trip: the function (migration 0007) takes the dispatch lock, counts what is in
@@ -238,7 +239,7 @@ FROM (VALUES ('interactive'), ('replenish')) AS lanes(lane);
 
 -- name: jobs_awaiting_review_of_mission
 -- The interactive jobs whose users wait on this mission's review, locked for settling.
-SELECT id, user_id, track FROM generation_jobs
+SELECT id FROM generation_jobs
 WHERE mission_id = $1::bigint AND status = 'awaiting_review'
 ORDER BY id
 FOR UPDATE;

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 import asyncpg
 import msgspec
@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # generation.metrics names this module's lanes
 queries = Queries("generation")
 
 Lane = Literal["interactive", "replenish"]
+LANES: tuple[Lane, ...] = get_args(Lane)
 JobStatus = Literal["pending", "generating", "awaiting_review", "completed", "failed", "cancelled"]
 
 # How long a user's next pending job waits behind their previous one in the fair order:
@@ -90,6 +91,14 @@ class JobNotPending(QueueError):
         super().__init__(f"job {job.id} is {job.status}; only a pending job can be cancelled")
 
 
+class JobOfThePool(QueueError):
+    def __init__(self, job: Job) -> None:
+        super().__init__(
+            f"job {job.id} is the pool's own replenishment, not a user's interactive job; only "
+            "an admin key may cancel it"
+        )
+
+
 async def enqueue(
     connection: Connection,
     *,
@@ -98,11 +107,13 @@ async def enqueue(
     track: str | None,
     domain: str,
     limits: Limits,
+    created_by: int | None = None,
     now: datetime | None = None,
     metrics: QueueMetrics | None = None,
 ) -> int:
-    """Insert a pending job. Call inside a transaction, and `wake_dispatchers` after it.
-    A refusal raises, counted in `metrics` when given."""
+    """Insert a pending job, made by the API key `created_by` (None: the pool's own). Call
+    inside a transaction, and `wake_dispatchers` after it. A refusal raises, counted in
+    `metrics` when given."""
     if user_id is not None:
         await connection.execute(queries["user_lock"], user_id)
     row = await connection.fetchrow(
@@ -116,6 +127,7 @@ async def enqueue(
         FAIR_SHARE_STEP,
         now,
         limits.replenish_max_pending,
+        created_by,
     )
     assert row is not None
     if row["job_id"] is not None:
@@ -135,23 +147,29 @@ async def wake_dispatchers(connection: Executor) -> None:
     await connection.execute(queries["dispatchers_wake"])
 
 
-async def get(connection: Executor, job_id: str) -> Job:
+async def get(connection: Executor, job_id: str, *, made_by: int | None = None) -> Job:
+    """The job; with `made_by`, only if that API key made it."""
     number = parse_id(job_id)
-    row = await connection.fetchrow(queries["job_view"], number) if number else None
+    row = await connection.fetchrow(queries["job_view"], number, made_by) if number else None
     if row is None:
         raise JobNotFound(job_id)
     return _job(row)
 
 
-async def cancel(connection: Executor, job_id: str) -> Job:
-    number = parse_id(job_id)
-    cancelled = (
-        await connection.fetchval(queries["job_cancel_if_pending"], number) if number else None
-    )
-    job = await get(connection, job_id)
-    if cancelled is None:
-        raise JobNotPending(job)
-    return job
+async def cancel(
+    connection: Executor,
+    job_id: str,
+    *,
+    made_by: int | None = None,
+    lanes: tuple[Lane, ...] = LANES,
+) -> Job:
+    """Cancel a pending job of one of `lanes`; with `made_by`, only one that key made."""
+    job = await get(connection, job_id, made_by=made_by)
+    if job.lane not in lanes:
+        raise JobOfThePool(job)
+    if await connection.fetchval(queries["job_cancel_if_pending"], int(job.id)) is None:
+        raise JobNotPending(await get(connection, job_id))
+    return await get(connection, job_id)
 
 
 def _optional_id(value: int | None) -> str | None:
@@ -241,16 +259,10 @@ def _optional_float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
-class WaitingJob(msgspec.Struct, frozen=True):
-    id: int
-    user_id: str
-    track: str
-
-
-async def awaiting_review_of(connection: Connection, mission_id: int) -> list[WaitingJob]:
-    """Inside a transaction: the jobs waiting on this mission's review, locked."""
+async def awaiting_review_of(connection: Connection, mission_id: int) -> list[int]:
+    """Inside a transaction: the ids of the jobs waiting on this mission's review, locked."""
     rows = await connection.fetch(queries["jobs_awaiting_review_of_mission"], mission_id)
-    return [WaitingJob(row["id"], row["user_id"], row["track"]) for row in rows]
+    return [row["id"] for row in rows]
 
 
 async def complete_awaiting_review(

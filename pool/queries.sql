@@ -45,31 +45,37 @@ served AS (
               m.serve_count
 )
 INSERT INTO mission_instances
-    (mission_id, user_id, track, domain, language, title, brief, files, serve_number, created_at)
+    (mission_id, user_id, track, domain, language, title, brief, files, serve_number, created_at,
+     created_by)
 SELECT id, $2::text, $3::text, domain, language, title, brief, sabotaged_files || test_files,
-       serve_count, coalesce($4::timestamptz, now())
+       serve_count, coalesce($4::timestamptz, now()), $6::bigint
 FROM served
 RETURNING id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
           created_at;
 
 -- name: mission_serve_to_waiting_user
--- When a mission is approved, the user whose interactive job asked for it gets it, counted
--- as a serve like any other (and retiring it if that was its last).
-WITH served AS (
+-- When a mission is approved, the user whose interactive job ($2) asked for it gets it, counted
+-- as a serve like any other (and retiring it if that was its last), made by the key that made
+-- the job.
+WITH job AS (
+    SELECT user_id, track, created_by FROM generation_jobs WHERE id = $2::bigint
+),
+served AS (
     UPDATE missions m
     SET serve_count = m.serve_count + 1,
         retired_at = CASE WHEN m.serve_count + 1 >= m.max_serves THEN now() END,
         retire_reason = CASE WHEN m.serve_count + 1 >= m.max_serves
                              THEN 'served ' || m.max_serves || ' times' END
+    FROM job
     WHERE m.id = $1::bigint AND m.qa_status = 'approved' AND m.retired_at IS NULL
     RETURNING m.id, m.domain, m.language, m.title, m.brief, m.sabotaged_files, m.test_files,
               m.serve_count
 )
 INSERT INTO mission_instances
-    (mission_id, user_id, track, domain, language, title, brief, files, serve_number)
-SELECT id, $2::text, $3::text, domain, language, title, brief, sabotaged_files || test_files,
-       serve_count
-FROM served
+    (mission_id, user_id, track, domain, language, title, brief, files, serve_number, created_by)
+SELECT served.id, job.user_id, job.track, domain, language, title, brief,
+       sabotaged_files || test_files, serve_count, job.created_by
+FROM served, job
 ON CONFLICT ON CONSTRAINT mission_instances_once_per_user DO NOTHING
 RETURNING id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
           created_at;
@@ -92,14 +98,17 @@ LIMIT 1;
 SELECT id FROM missions WHERE id = $1::bigint FOR UPDATE;
 
 -- name: instance_by_id
+-- With $2, only an instance that key made.
 SELECT id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
        created_at
-FROM mission_instances WHERE id = $1::bigint;
+FROM mission_instances
+WHERE id = $1::bigint AND ($2::bigint IS NULL OR created_by = $2::bigint);
 
 -- name: instances_of_user
 SELECT id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
        created_at
-FROM mission_instances WHERE user_id = $1::text
+FROM mission_instances
+WHERE user_id = $1::text AND ($3::bigint IS NULL OR created_by = $3::bigint)
 ORDER BY created_at DESC, id DESC
 LIMIT $2::int;
 

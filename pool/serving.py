@@ -46,9 +46,11 @@ async def serve(
     user_id: str,
     track: str,
     domains: tuple[Domain, ...],
+    created_by: int | None = None,
     now: datetime | None = None,
 ) -> Instance | None:
-    """Inside a transaction: serve the user an instance, or None when there is no stock."""
+    """Inside a transaction: serve the user an instance, made by the API key `created_by`, or
+    None when there is no stock."""
     names = [domain.name for domain in domains]
     waited_for = None
     for _ in range(SERVE_ROUNDS):
@@ -60,7 +62,13 @@ async def serve(
                 if waited_for is not None:
                     await connection.execute(queries["mission_lock_waiting"], waited_for)
                 row = await connection.fetchrow(
-                    queries["mission_serve_least_served"], names, user_id, track, now, waited_for
+                    queries["mission_serve_least_served"],
+                    names,
+                    user_id,
+                    track,
+                    now,
+                    waited_for,
+                    created_by,
                 )
                 if row is None:
                     raise _NothingServed
@@ -87,11 +95,10 @@ class _NothingServed(Exception):
 
 
 async def serve_to_waiting_user(
-    connection: Connection, *, mission_id: int, user_id: str, track: str
+    connection: Connection, *, mission_id: int, job_id: int
 ) -> Instance | None:
-    row = await connection.fetchrow(
-        queries["mission_serve_to_waiting_user"], mission_id, user_id, track
-    )
+    """The instance of `mission_id` for the user whose interactive job is `job_id`."""
+    row = await connection.fetchrow(queries["mission_serve_to_waiting_user"], mission_id, job_id)
     return None if row is None else _instance(row)
 
 
@@ -100,18 +107,24 @@ async def neediest_domain(connection: Executor, domains: tuple[Domain, ...]) -> 
     return str(name)
 
 
-async def get(connection: Executor, instance_id: str) -> Instance:
+async def get(connection: Executor, instance_id: str, *, made_by: int | None = None) -> Instance:
+    """The instance; with `made_by`, only if that API key made it."""
     number = parse_id(instance_id)
-    row = await connection.fetchrow(queries["instance_by_id"], number) if number else None
+    row = await connection.fetchrow(queries["instance_by_id"], number, made_by) if number else None
     if row is None:
         raise InstanceNotFound(instance_id)
     return _instance(row)
 
 
-async def of_user(connection: Executor, user_id: str) -> list[Instance]:
+async def of_user(
+    connection: Executor, user_id: str, *, made_by: int | None = None
+) -> list[Instance]:
+    """The user's instances, newest first; with `made_by`, only those that API key made."""
     if not storable(user_id):
         return []  # no user was ever served under an id Postgres cannot store
-    rows = await connection.fetch(queries["instances_of_user"], user_id, USER_INSTANCES_LIMIT)
+    rows = await connection.fetch(
+        queries["instances_of_user"], user_id, USER_INSTANCES_LIMIT, made_by
+    )
     return [_instance(row) for row in rows]
 
 

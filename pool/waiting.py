@@ -8,20 +8,17 @@ from generation import queue
 from pool import serving
 
 
-async def serve_waiting_user(
-    connection: Connection, mission_id: int, user_id: str, track: str
-) -> int | None:
-    instance = await serving.serve_to_waiting_user(
-        connection, mission_id=mission_id, user_id=user_id, track=track
-    )
+async def serve_waiting_user(connection: Connection, mission_id: int, job_id: int) -> int | None:
+    """The instance id of `mission_id` served to the user whose interactive job is `job_id`."""
+    instance = await serving.serve_to_waiting_user(connection, mission_id=mission_id, job_id=job_id)
     return None if instance is None else int(instance.id)
 
 
 async def after_approval(connection: Connection, mission_id: int) -> None:
     """In the approval's transaction: serve and complete every job waiting on the mission."""
-    for job in await queue.awaiting_review_of(connection, mission_id):
-        instance_id = await serve_waiting_user(connection, mission_id, job.user_id, job.track)
-        await queue.complete_awaiting_review(connection, job.id, instance_id)
+    for job_id in await queue.awaiting_review_of(connection, mission_id):
+        instance_id = await serve_waiting_user(connection, mission_id, job_id)
+        await queue.complete_awaiting_review(connection, job_id, instance_id)
 
 
 async def after_refusal(connection: Connection, mission_id: int, reason: str) -> None:

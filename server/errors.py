@@ -22,6 +22,7 @@ from generation.queue import (
     RETRY_AFTER_SECONDS,
     JobNotFound,
     JobNotPending,
+    JobOfThePool,
     QueueFull,
     UserCapReached,
 )
@@ -57,6 +58,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     QueueFull: (503, "Generation queue is full", RETRY_AFTER_SECONDS),
     JobNotFound: (404, "Job not found", None),
     JobNotPending: (409, "Job is not pending", None),
+    JobOfThePool: (403, "Not a user's job", None),
     InstanceNotFound: (404, "Instance not found", None),
     MissionNotFound: (404, "Mission not found", None),
     MissionStateConflict: (409, "Mission is not in the expected state", None),

@@ -10,7 +10,7 @@ import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
@@ -62,6 +62,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # server of warmpool's own database.
     proof_database_url: str | None = None
     worker_name: str = ""
+    # What a candidate_app key sees and cancels: every job and instance ("all"), or only those
+    # it made ("own"), when several candidate apps share one warmpool.
+    candidate_key_scope: Literal["all", "own"] = "all"
     # How many generations one worker process runs at once; unset: the global cap, the
     # one-machine default. Several workers share the global cap; a smaller per-worker
     # figure spreads the generations (and their proofs) over the machines.
@@ -149,6 +152,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "a whole number of at least 1 (generations per worker process)",
     ),
     "WARMPOOL_WORKER_NAME": ("worker_name", "a name for this machine, unique among workers"),
+    "WARMPOOL_CANDIDATE_KEY_SCOPE": (
+        "candidate_key_scope",
+        "all (a candidate_app key sees every job and instance) or own (only those it made)",
+    ),
     "WARMPOOL_SECRET_KEY": ("secret_key", "at least 32 characters of random text"),
     "WARMPOOL_SECURE_COOKIES": (
         "secure_cookies",

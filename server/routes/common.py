@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
+from litestar import Request
 from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import SecurityRequirement
 
 from core.domains import Domain, DomainMap
 from core.text import storable
 from pool.guard import UnknownTrack, allowed_domains
+from server.auth import current_caller
 from server.errors import BadRequest, MissingIdempotencyKey
+from server.services import Services
 
 MAX_USER_ID = 200
 MAX_IDEMPOTENCY_KEY = 200
@@ -32,6 +37,15 @@ class UserTrack(msgspec.Struct, forbid_unknown_fields=True):
 
     user_id: str
     track: str
+
+
+def made_by_scope(request: Request[Any, Any, Any], services: Services) -> int | None:
+    """The API key whose jobs and instances the caller may see: its own, for a candidate_app
+    key under WARMPOOL_CANDIDATE_KEY_SCOPE=own; None (everything) otherwise."""
+    caller = current_caller(request)
+    if caller.role == "candidate_app" and services.settings.candidate_key_scope == "own":
+        return caller.key_id
+    return None
 
 
 def validate_user_track(request: UserTrack, domain_map: DomainMap) -> tuple[Domain, ...]:

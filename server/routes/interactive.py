@@ -11,9 +11,15 @@ from server.services import Services
 
 
 async def enqueue_for_user(
-    connection: Connection, services: Services, request: UserTrack, domains: tuple[Domain, ...]
+    connection: Connection,
+    services: Services,
+    request: UserTrack,
+    domains: tuple[Domain, ...],
+    *,
+    created_by: int,
 ) -> int:
-    """Inside a transaction: enqueue a generation in the allowed domain that needs it most."""
+    """Inside a transaction: enqueue a generation in the allowed domain that needs it most,
+    made by the API key `created_by`."""
     return await queue.enqueue(
         connection,
         lane="interactive",
@@ -21,5 +27,6 @@ async def enqueue_for_user(
         track=request.track,
         domain=await serving.neediest_domain(connection, domains),
         limits=services.limits,
+        created_by=created_by,
         metrics=services.metrics,
     )

@@ -13,7 +13,13 @@ from litestar.params import FromPath, HeaderParameter, JSONBody
 from core import idempotency
 from generation import queue
 from server.auth import current_caller, requires
-from server.routes.common import UserTrack, idempotency_key, problems, validate_user_track
+from server.routes.common import (
+    UserTrack,
+    idempotency_key,
+    made_by_scope,
+    problems,
+    validate_user_track,
+)
 from server.routes.interactive import enqueue_for_user
 from server.services import Services
 
@@ -42,13 +48,16 @@ async def create_job(
     key = idempotency_key(key_header, required=True)
     assert key is not None
     domains = validate_user_track(data, services.domain_map)
-    scope = current_caller(request).idempotency_scope
+    caller = current_caller(request)
+    scope = caller.idempotency_scope
     fingerprint = idempotency.fingerprint("POST /v1/jobs", data)
     async with services.pool.acquire() as connection:
         async with connection.transaction():
             remembered = await idempotency.claim(connection, scope, key, fingerprint)
             if remembered is None:
-                job_id = await enqueue_for_user(connection, services, data, domains)
+                job_id = await enqueue_for_user(
+                    connection, services, data, domains, created_by=caller.key_id
+                )
                 await idempotency.remember(connection, scope, key, job_id=job_id)
                 status = 202
             else:
@@ -66,8 +75,10 @@ async def create_job(
     responses=problems(400, 401, 403, 404, 503),
     summary="Read a job",
 )
-async def read_job(job_id: FromPath[str], services: NamedDependency[Services]) -> queue.Job:
-    return await queue.get(services.pool, job_id)
+async def read_job(
+    request: Request[Any, Any, Any], job_id: FromPath[str], services: NamedDependency[Services]
+) -> queue.Job:
+    return await queue.get(services.pool, job_id, made_by=made_by_scope(request, services))
 
 
 @delete(
@@ -76,6 +87,12 @@ async def read_job(job_id: FromPath[str], services: NamedDependency[Services]) -
     status_code=200,
     responses=problems(400, 401, 403, 404, 409, 503),
     summary="Cancel a pending job",
+    description="A user's interactive job; only an admin key may cancel the pool's own.",
 )
-async def cancel_job(job_id: FromPath[str], services: NamedDependency[Services]) -> queue.Job:
-    return await queue.cancel(services.pool, job_id)
+async def cancel_job(
+    request: Request[Any, Any, Any], job_id: FromPath[str], services: NamedDependency[Services]
+) -> queue.Job:
+    lanes = queue.LANES if current_caller(request).role == "admin" else ("interactive",)
+    return await queue.cancel(
+        services.pool, job_id, made_by=made_by_scope(request, services), lanes=lanes
+    )

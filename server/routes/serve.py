@@ -15,7 +15,13 @@ from core.sql import Connection
 from generation import queue
 from pool import serving
 from server.auth import current_caller, requires
-from server.routes.common import UserTrack, idempotency_key, problems, validate_user_track
+from server.routes.common import (
+    UserTrack,
+    idempotency_key,
+    made_by_scope,
+    problems,
+    validate_user_track,
+)
 from server.routes.interactive import enqueue_for_user
 from server.routes.jobs import JobEnvelope
 from server.services import Services
@@ -50,7 +56,8 @@ async def serve(
 ) -> Response[InstanceEnvelope | JobEnvelope]:
     key = idempotency_key(key_header, required=False)
     domains = validate_user_track(data, services.domain_map)
-    scope = current_caller(request).idempotency_scope
+    caller = current_caller(request)
+    scope = caller.idempotency_scope
     fingerprint = idempotency.fingerprint("POST /v1/serve", data)
     async with services.pool.acquire() as connection:
         async with connection.transaction():
@@ -59,11 +66,17 @@ async def serve(
                 remembered = await idempotency.claim(connection, scope, key, fingerprint)
             if remembered is None:
                 instance = await serving.serve(
-                    connection, user_id=data.user_id, track=data.track, domains=domains
+                    connection,
+                    user_id=data.user_id,
+                    track=data.track,
+                    domains=domains,
+                    created_by=caller.key_id,
                 )
                 job_id = None
                 if instance is None:
-                    job_id = await enqueue_for_user(connection, services, data, domains)
+                    job_id = await enqueue_for_user(
+                        connection, services, data, domains, created_by=caller.key_id
+                    )
                 if key is not None:
                     instance_id = None if instance is None else int(instance.id)
                     await idempotency.remember(
@@ -95,9 +108,11 @@ async def _first_answer(
     summary="Read an instance",
 )
 async def read_instance(
-    instance_id: FromPath[str], services: NamedDependency[Services]
+    request: Request[Any, Any, Any],
+    instance_id: FromPath[str],
+    services: NamedDependency[Services],
 ) -> serving.Instance:
-    return await serving.get(services.pool, instance_id)
+    return await serving.get(services.pool, instance_id, made_by=made_by_scope(request, services))
 
 
 @get(
@@ -106,5 +121,8 @@ async def read_instance(
     responses=problems(400, 401, 403, 503),
     summary="A user's instances, newest first",
 )
-async def user_instances(user_id: FromPath[str], services: NamedDependency[Services]) -> Instances:
-    return Instances(instances=await serving.of_user(services.pool, user_id))
+async def user_instances(
+    request: Request[Any, Any, Any], user_id: FromPath[str], services: NamedDependency[Services]
+) -> Instances:
+    made_by = made_by_scope(request, services)
+    return Instances(instances=await serving.of_user(services.pool, user_id, made_by=made_by))

@@ -256,6 +256,7 @@ async def test_the_enqueue_reads_the_depth_from_its_shards_and_the_users_jobs_fr
             FAIR_SHARE_STEP,
             NOW,
             LIMITS.replenish_max_pending,
+            None,
         ),
     )
 
