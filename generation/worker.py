@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 # giving a job back (then the sweeper frees its slot).
 PATIENCE_SECONDS = 30.0
 # How long a generation that has ended may take to write its end at a stop, where the process
-# manager's kill timeout is waiting; then it is released too.
-FINISHING_SECONDS = 10
+# manager's kill timeout is waiting (at most the patience); then it is released too.
+FINISHING_SECONDS = 10.0
 # A job whose heartbeat has been silent this long, held by a process of this worker that no
 # longer exists, is presumed dead (the runtime passes two heartbeat intervals).
 PRESUMED_DEAD_AFTER = timedelta(seconds=30)
@@ -276,7 +276,7 @@ class Worker:
             task for job_id, (_, task) in self._running.items() if job_id in self._finishing
         ]
         if finishing:
-            await asyncio.wait(finishing, timeout=FINISHING_SECONDS)
+            await asyncio.wait(finishing, timeout=min(FINISHING_SECONDS, self._patience))
         released += await self._release_at_stop(self.running())
         await self.stop()
         return released

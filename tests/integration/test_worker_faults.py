@@ -91,6 +91,23 @@ async def test_a_heartbeat_stops_vouching_for_a_job_whose_end_hangs(
     hold.release()
 
 
+async def test_a_stopping_worker_releases_a_job_whose_end_hangs(
+    faults: Faults, faulty_pool: asyncpg.Pool
+) -> None:
+    hold = faults.hold(JOB_END)
+    job = await enqueue(faulty_pool)
+    dispatch = dispatcher(faulty_pool, Recording(), patience_seconds=60)
+    worker = dispatch._worker
+    await dispatch.run_once()
+    await hold.reached.wait()
+    # The patience is long; the stop gives the end only the stop's own moment to be written.
+    assert await asyncio.wait_for(worker.release(), timeout=30) == [job]
+    row = await status_of(faulty_pool, job)
+    assert (row["status"], row["attempt"], row["worker_id"]) == ("pending", 2, None)
+    assert worker.running() == []
+    hold.release()
+
+
 async def test_a_heartbeat_racing_a_completion_reports_no_lost_job(
     faults: Faults, faulty_pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
 ) -> None:
