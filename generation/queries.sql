@@ -6,6 +6,7 @@
 
 -- name: user_lock
 -- Serializes enqueues for one user, so counting their active jobs and inserting one is atomic.
+-- advisory lock: user (core/locks.py)
 SELECT pg_advisory_xact_lock(2, hashtext($1::text));
 
 -- name: job_insert_within_limits
@@ -76,9 +77,14 @@ CROSS JOIN LATERAL (
 WHERE j.id = $1::bigint AND ($2::bigint IS NULL OR j.created_by = $2::bigint);
 
 -- name: job_claim_within_cap
--- One round trip: the function (migration 0007) takes the dispatch lock, counts what is in
--- flight and claims what fits under the global cap, the lanes' shares and the budget. The
--- comment beside it says how the cap holds when several workers claim at the same moment.
+-- One round trip: the function (migrations 0007 and 0009) takes the dispatch lock (advisory
+-- lock: dispatch, core/locks.py), counts what is in flight and claims what fits under the
+-- global cap, the lanes' shares and the budget. How the cap holds when several workers claim
+-- at the same moment: each claim takes that transaction lock first, so the count cannot go
+-- stale between the count and the claim; in READ COMMITTED (which the function insists on)
+-- each of its statements takes a snapshot of its own, the claim's after the lock is granted,
+-- so it sees every claim that committed before. SKIP LOCKED passes over rows a cancel or the
+-- sweeper holds; the status check in the UPDATE makes the claim conditional.
 SELECT * FROM generation_claim_within_cap(
     $1::int, $2::int, $3::int, $4::text, $5::timestamptz, $6::numeric, $7::numeric, $8::numeric
 );

@@ -194,5 +194,5 @@ ORDER BY h.hour;
 -- name: replenish_leader_try_lock
 -- One replenishment pass at a time across all processes: a pass that cannot take this
 -- transaction lock is skipped, as another process is counting the same pool right now.
--- (Keys 1, 2 and 3 are the dispatch, per-user and API key bootstrap locks.)
+-- advisory lock: replenish_leader (core/locks.py)
 SELECT pg_try_advisory_xact_lock(4, 0);

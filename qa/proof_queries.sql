@@ -20,10 +20,12 @@ SELECT rolsuper OR (rolcreaterole AND rolcreatedb) AS can_create,
 -- Held while one process closes the admin database and checks or builds the template, so
 -- concurrent starts build it once and never GRANT on one database at once (which fails with
 -- "tuple concurrently updated").
-SELECT pg_advisory_lock(hashtext('warmpool proof template'))
+-- advisory lock: proof_setup (core/locks.py)
+SELECT pg_advisory_lock(5, 0)
 
 -- name: proof_setup_unlock
-SELECT pg_advisory_unlock(hashtext('warmpool proof template'))
+-- advisory lock: proof_setup (core/locks.py)
+SELECT pg_advisory_unlock(5, 0)
 
 -- name: proof_admin_database
 SELECT current_database()

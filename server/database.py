@@ -11,9 +11,10 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import msgspec
 
-from core.sql import DATABASE_ERRORS, Connection
+from core.sql import DATABASE_ERRORS, Connection, Queries
 from server.settings import Settings, redacted_url
 
+queries = Queries("server")
 log = logging.getLogger(__name__)
 
 EMBEDDED_DATABASE = "warmpool"
@@ -91,12 +92,9 @@ async def embedded_database_url(data_dir: Path) -> str:
     server_url = await asyncio.to_thread(_start_embedded, data_dir)
     connection = await asyncpg.connect(server_url)
     try:
-        exists = await connection.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", EMBEDDED_DATABASE
-        )
-        if not exists:
+        if not await connection.fetchval(queries["embedded_database_exists"]):
             try:
-                await connection.execute(f'CREATE DATABASE "{EMBEDDED_DATABASE}"')
+                await connection.execute(queries["embedded_database_create"])
                 log.info("created database %s in the embedded server", EMBEDDED_DATABASE)
             except asyncpg.DuplicateDatabaseError:
                 pass  # another warmpool process starting at the same moment made it

@@ -12,12 +12,11 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from core.sql import Connection
+from core.sql import Connection, Queries
+
+queries = Queries("server")
 
 log = logging.getLogger(__name__)
-
-# Any constant works; it only has to be the same in every warmpool process.
-MIGRATION_LOCK = 0x77_61_72_6D  # "warm"
 
 _FILENAME = re.compile(r"^(?P<version>\d{4})_(?P<name>[a-z0-9_]+)\.sql$")
 
@@ -49,18 +48,11 @@ LATEST_VERSION = len(available())
 
 async def apply(connection: Connection) -> list[Migration]:
     """Bring the schema up to date; return the migrations this call applied."""
-    await connection.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
+    await connection.execute(queries["schema_migrations_lock"])
     try:
-        await connection.execute(
-            """CREATE TABLE IF NOT EXISTS schema_migrations (
-                   version     integer PRIMARY KEY,
-                   name        text NOT NULL,
-                   applied_at  timestamptz NOT NULL DEFAULT now()
-               )"""
-        )
+        await connection.execute(queries["schema_migrations_create"])
         done = {
-            row["version"]
-            for row in await connection.fetch("SELECT version FROM schema_migrations")
+            row["version"] for row in await connection.fetch(queries["schema_migrations_applied"])
         }
         applied = []
         for migration in available():
@@ -69,18 +61,16 @@ async def apply(connection: Connection) -> list[Migration]:
             async with connection.transaction():
                 await connection.execute(migration.sql)
                 await connection.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                    migration.version,
-                    migration.name,
+                    queries["schema_migration_record"], migration.version, migration.name
                 )
             log.info("applied migration %04d_%s", migration.version, migration.name)
             applied.append(migration)
         return applied
     finally:
-        await connection.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK)
+        await connection.execute(queries["schema_migrations_unlock"])
 
 
 async def current_version(connection: Connection) -> int:
-    if not await connection.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL"):
+    if not await connection.fetchval(queries["schema_migrations_exist"]):
         return 0
-    return int(await connection.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))
+    return int(await connection.fetchval(queries["schema_version"]))

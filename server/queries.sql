@@ -12,6 +12,7 @@ SELECT EXISTS (SELECT 1 FROM api_keys);
 
 -- name: api_keys_bootstrap_lock
 -- Two processes starting together on an empty database create one set of keys, not two.
+-- advisory lock: api_keys_bootstrap (core/locks.py)
 SELECT pg_advisory_xact_lock(3, 0);
 
 -- name: reviewer_session_start
@@ -41,3 +42,39 @@ WHERE token_hash = $1::bytea
 -- name: reviewer_sessions_delete_stopped_before
 -- The same expression as the reviewer_sessions_stopped index, so the index finds the rows.
 DELETE FROM reviewer_sessions WHERE coalesce(ended_at, expires_at) < $1::timestamptz;
+
+-- name: schema_migrations_lock
+-- Held for a whole run of migrations: processes starting together queue here, the first
+-- applies what is missing, the others then find nothing left to do.
+-- advisory lock: migrations (core/locks.py)
+SELECT pg_advisory_lock(2002874989);
+
+-- name: schema_migrations_unlock
+-- advisory lock: migrations (core/locks.py)
+SELECT pg_advisory_unlock(2002874989);
+
+-- name: schema_migrations_create
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: schema_migrations_applied
+SELECT version FROM schema_migrations;
+
+-- name: schema_migration_record
+INSERT INTO schema_migrations (version, name) VALUES ($1::int, $2::text);
+
+-- name: schema_migrations_exist
+SELECT to_regclass('schema_migrations') IS NOT NULL;
+
+-- name: schema_version
+SELECT coalesce(max(version), 0) FROM schema_migrations;
+
+-- name: embedded_database_exists
+SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'warmpool');
+
+-- name: embedded_database_create
+-- The embedded default's database; its name is server.database.EMBEDDED_DATABASE.
+CREATE DATABASE warmpool;
