@@ -56,7 +56,9 @@ RETURNING id, mission_id, user_id, track, domain, language, title, brief, files,
 -- name: mission_serve_to_waiting_user
 -- When a mission is approved, the user whose interactive job ($2) asked for it gets it, counted
 -- as a serve like any other (and retiring it if that was its last), made by the key that made
--- the job.
+-- the job. A user who has it already is not counted again: a serve count is the mission's
+-- instances. The caller's transaction holds the mission's row (it approved or stored the
+-- mission), so no other serve of it runs meanwhile.
 WITH job AS (
     SELECT user_id, track, created_by FROM generation_jobs WHERE id = $2::bigint
 ),
@@ -68,6 +70,9 @@ served AS (
                              THEN 'served ' || m.max_serves || ' times' END
     FROM job
     WHERE m.id = $1::bigint AND m.qa_status = 'approved' AND m.retired_at IS NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM mission_instances i WHERE i.mission_id = m.id AND i.user_id = job.user_id
+      )
     RETURNING m.id, m.domain, m.language, m.title, m.brief, m.sabotaged_files, m.test_files,
               m.serve_count
 )

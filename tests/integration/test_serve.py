@@ -8,6 +8,7 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from generation.queue import RETRY_AFTER_SECONDS
+from pool import serving
 from server.auth import Role
 from server.settings import Settings
 from tests.conftest import bearer
@@ -116,6 +117,27 @@ async def test_a_mission_retires_on_its_last_serve(
     assert (
         await serve(client, keys, {"user_id": "c", "track": "backend-engineer"})
     ).status_code == 202
+
+
+async def test_a_waiting_user_who_has_the_mission_already_is_not_counted_again(
+    pool: asyncpg.Pool,
+) -> None:
+    """A serve count is the mission's instances: the serves ever made are summed from them."""
+    mission = await add_mission(pool, max_serves=10)
+    job = await enqueue(pool, "ada")
+    async with pool.acquire() as connection, connection.transaction():
+        served = [
+            await serving.serve_to_waiting_user(connection, mission_id=mission, job_id=job)
+            for _ in range(2)
+        ]
+    assert [instance is not None for instance in served] == [True, False]
+    row = await pool.fetchrow(
+        "SELECT serve_count, (SELECT count(*) FROM mission_instances WHERE mission_id = $1)"
+        " AS instances FROM missions WHERE id = $1",
+        mission,
+    )
+    assert row is not None
+    assert (row["serve_count"], row["instances"]) == (1, 1)
 
 
 async def test_a_repeated_serve_with_one_key_answers_the_first_instance(
