@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -22,10 +23,12 @@ from server.auth import KeyStore, bootstrap_keys
 from server.deadline import RequestDeadline
 from server.errors import exception_handlers
 from server.generation import spend_budget
+from server.metrics import Scraping, read_snapshot
 from server.routes import health, jobs, metrics, operators, review, serve
 from server.runtime import running_worker
 from server.services import Services, provide_services, queue_limits
 from server.settings import Settings
+from server.snapshots import Snapshots
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +43,25 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         url = await database.resolve_url(settings)
-        pool = await database.create_pool(url)
-        try:
+        async with AsyncExitStack() as resources:
+            pool = await database.create_pool(url)
+            resources.push_async_callback(pool.close)
             async with pool.acquire() as connection:
                 await migrate.apply(connection)
             if settings.database_url is None:
                 await _first_start_keys(pool)
+            # The scrapes' own connection, made at the first one: however many arrive, they
+            # never take one that requests need.
+            metrics_pool = await database.create_pool(url, min_size=0, max_size=1)
+            resources.push_async_callback(metrics_pool.close)
+            snapshots = Snapshots(
+                metrics_pool,
+                functools.partial(
+                    read_snapshot, settings=settings, domain_map=domain_map, budget=budget
+                ),
+                max_age_seconds=settings.metrics_refresh_seconds,
+            )
+            resources.push_async_callback(snapshots.close)
             app.state.services = Services(
                 settings=settings,
                 domain_map=domain_map,
@@ -54,18 +70,16 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
                 keys=KeyStore(pool),
                 budget=budget,
                 metrics=counters,
+                scraping=Scraping(snapshots, counters.registry),
             )
-            async with AsyncExitStack() as worker:
-                if run_worker:
-                    await worker.enter_async_context(
-                        running_worker(pool, url, settings, domain_map, counters)
-                    )
-                # What start-up made lives as long as the process: out of the collector's
-                # way, so that full collections stay short on the request path.
-                gc.freeze()
-                yield
-        finally:
-            await pool.close()
+            if run_worker:
+                await resources.enter_async_context(
+                    running_worker(pool, url, settings, domain_map, counters)
+                )
+            # What start-up made lives as long as the process: out of the collector's
+            # way, so that full collections stay short on the request path.
+            gc.freeze()
+            yield
 
     return Litestar(
         route_handlers=[

@@ -36,6 +36,7 @@ async def create_pool(
     url: str,
     *,
     max_size: int = 20,
+    min_size: int = 1,
     connection_class: type[asyncpg.Connection] = asyncpg.Connection,
 ) -> asyncpg.Pool:
     log.info("database at %s", redacted_url(url))
@@ -44,7 +45,7 @@ async def create_pool(
     try:
         pool = await asyncpg.create_pool(
             url,
-            min_size=1,
+            min_size=min_size,
             max_size=max_size,
             init=_init_connection,
             reset=_keep_session,

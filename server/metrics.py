@@ -2,8 +2,11 @@
 process reports alike (aggregate them with max, not sum), and the counters of what only this
 process saw (`generation.metrics`). Each HELP text says which of the two a metric is.
 
-prometheus-client collects synchronously: the route reads the tables first, in one read-only
-snapshot, and `Scrape` only turns that snapshot into metric families.
+prometheus-client collects synchronously: the tables are read first, in one read-only
+snapshot, and `Scrape` only turns that snapshot into metric families. A scrape must never hurt
+serving, however many arrive (`Scraping`): the process's scrapes share one snapshot, read at
+most every WARMPOOL_METRICS_REFRESH_SECONDS on a connection of its own (`server.snapshots`),
+and they are answered one at a time, spaced apart.
 """
 
 from __future__ import annotations
@@ -14,19 +17,27 @@ from typing import Generic, NamedTuple, TypeVar, get_args
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
 
+from core.domains import DomainMap
+from core.sql import Connection
 from generation import ledger, queue
-from generation.budget import BudgetStatus
+from generation.budget import Budget, BudgetStatus
 from generation.ledger import Outcome
 from generation.queue import LaneStats, QueueStats, Spend
 from pool import stats
-from server.services import Services
+from server.pacing import Pacing
+from server.settings import Settings
+from server.snapshots import Snapshots
 
 DATABASE = "Database, read at scrape time"
 CONFIGURED = "Configuration of this process"
 # A ledger row's outcome until its call ends; forever, if its process died mid-call.
 UNFINISHED = "started"
 NOTHING_SPENT = Spend(llm_calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0)
+# A process answers at most one scrape per this many seconds: plenty for any number of
+# Prometheus servers, and a bound on what a storm of scrapes can take from serving.
+SCRAPE_SPACING_SECONDS = 0.05
 
 Row = TypeVar("Row")
 
@@ -166,21 +177,20 @@ class Snapshot:
     spend: dict[str, Spend]
 
 
-async def read_snapshot(services: Services) -> Snapshot:
+async def read_snapshot(
+    connection: Connection, settings: Settings, domain_map: DomainMap, budget: Budget | None
+) -> Snapshot:
     # One snapshot, so the queue, the pool and the ledger agree with each other.
-    async with (
-        services.pool.acquire() as connection,
-        connection.transaction(isolation="repeatable_read", readonly=True),
-    ):
+    async with connection.transaction(isolation="repeatable_read", readonly=True):
         return Snapshot(
             queue=await queue.stats(
                 connection,
-                global_cap=services.settings.global_cap,
-                max_pending=services.settings.max_pending,
-                budget=services.budget,
+                global_cap=settings.global_cap,
+                max_pending=settings.max_pending,
+                budget=budget,
             ),
-            pool=await stats.read(connection, services.domain_map),
-            serves=await stats.serves_ever(connection, services.domain_map),
+            pool=await stats.read(connection, domain_map),
+            serves=await stats.serves_ever(connection, domain_map),
             spend=await ledger.spend_by_outcome(connection),
         )
 
@@ -206,6 +216,31 @@ class Scrape:
         if snapshot.queue.budget is not None:
             yield from _unlabelled(snapshot.queue.budget, BUDGET_GAUGES)
         yield from self._counters.collect()
+
+
+class Scraping:
+    """What this process's scrapes share: the snapshot of the tables, its answer in each format
+    (made once, at the snapshot's first scrape in that format, with the counters of the
+    moment), and the turns in which scrapes are answered."""
+
+    def __init__(self, snapshots: Snapshots[Snapshot], counters: CollectorRegistry) -> None:
+        self.snapshots = snapshots
+        self.answer_turns = Pacing(SCRAPE_SPACING_SECONDS)
+        self._counters = counters
+        # The latest snapshot's answers so far, by content type.
+        self._encoded: Snapshot | None = None
+        self._bodies: dict[str, bytes] = {}
+
+    async def answer(self, accept: str) -> tuple[bytes, str]:
+        """The latest snapshot and the counters, in the format that `accept` asks for: its
+        body and its content type."""
+        snapshot = await self.snapshots.latest()
+        if snapshot is not self._encoded:
+            self._encoded, self._bodies = snapshot, {}
+        encode, content_type = choose_encoder(accept)
+        if content_type not in self._bodies:
+            self._bodies[content_type] = encode(Scrape(snapshot, self._counters))
+        return self._bodies[content_type], content_type
 
 
 def _unlabelled(row: Row, figures: Sequence[Figure[Row]]) -> Iterator[Metric]:

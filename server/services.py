@@ -1,6 +1,6 @@
 """What route handlers are given: the pool, the key store, the domain map, the queue limits,
-the spend budget and this process's counters; and the replenisher as the worker and the
-operators' route build it."""
+the spend budget, this process's counters and what its scrapes share; and the replenisher as the
+worker and the operators' route build it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from generation.metrics import QueueMetrics
 from generation.queue import Limits
 from pool.replenish import Replenisher
 from server.auth import KeyStore
+from server.metrics import Scraping
 from server.settings import Settings
 
 
@@ -29,6 +30,7 @@ class Services:
     keys: KeyStore
     budget: Budget | None
     metrics: QueueMetrics
+    scraping: Scraping
 
 
 def queue_limits(settings: Settings) -> Limits:

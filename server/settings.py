@@ -86,6 +86,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # makes the forecast say, and each pass re-measures before ordering more.
     replenish_seconds: Seconds = 30.0
     replenish_max_per_pass: Count = 5
+    # /metrics reads the tables at most this often per process, one read at a time, on a
+    # connection of its own; scrapes in between get the last snapshot. At 0 every scrape reads
+    # them, and scrapes that arrive during a read share it.
+    metrics_refresh_seconds: Annotated[float, msgspec.Meta(ge=0)] = 5.0
 
     @property
     def worker_slots(self) -> int:
@@ -173,6 +177,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "WARMPOOL_REPLENISH_MAX_PER_PASS": (
         "replenish_max_per_pass",
         "a whole number of at least 1 (generations per domain per pass)",
+    ),
+    "WARMPOOL_METRICS_REFRESH_SECONDS": (
+        "metrics_refresh_seconds",
+        "a number of seconds, 0 or more (how old a /metrics snapshot may get)",
     ),
 }
 

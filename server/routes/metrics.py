@@ -1,4 +1,5 @@
-"""GET /metrics (no auth): the Prometheus text format, or OpenMetrics when the scraper asks."""
+"""GET /metrics (no auth): the Prometheus text format, or OpenMetrics when the scraper asks.
+Scrapes are answered one at a time, in turns spaced apart (`server.metrics.Scraping`)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ from typing import Any
 
 from litestar import Request, Response, get
 from litestar.di import NamedDependency
-from prometheus_client.exposition import choose_encoder
 
-from server.metrics import Scrape, read_snapshot
 from server.services import Services
 
 
@@ -16,6 +15,7 @@ from server.services import Services
 async def scrape(
     request: Request[Any, Any, Any], services: NamedDependency[Services]
 ) -> Response[bytes]:
-    snapshot = await read_snapshot(services)
-    encode, content_type = choose_encoder(request.headers.get("accept", ""))
-    return Response(encode(Scrape(snapshot, services.metrics.registry)), media_type=content_type)
+    scraping = services.scraping
+    async with scraping.answer_turns.turn():
+        body, content_type = await scraping.answer(request.headers.get("accept", ""))
+    return Response(body, media_type=content_type)

@@ -1,15 +1,20 @@
 """GET /metrics: the figures read from the tables match what the test put there, the process
 counters move when work is shed, refused or swept, and the budget shows when it is set; the same
-budget in GET /v1/queue."""
+budget in GET /v1/queue. A storm of scrapes takes no connection from serving and reads the
+tables once at a time."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
+import httpx
 import msgspec
 import pytest
 from litestar import Litestar
@@ -26,10 +31,13 @@ from tests.conftest import bearer
 from tests.support.generators import Gated
 from tests.support.jobs import enqueue
 from tests.support.missions import add_mission
-from tests.support.server import ROOT
+from tests.support.polling import eventually
+from tests.support.server import ROOT, running_server
 
 Client = AsyncTestClient[Litestar]
 PYTHON = domains.load(ROOT / "domain_map.yaml").domains["python-backend"]
+# More scrapes at once than the serving pool has connections (20).
+STORM = 24
 
 
 class Scraped:
@@ -82,6 +90,12 @@ async def serve_users(pool: asyncpg.Pool, count: int) -> None:
                 connection, user_id=f"served-{index}", track="backend-engineer", domains=(PYTHON,)
             )
             assert served is not None
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """Every scrape reads the tables: each sees what the test wrote just before."""
+    return msgspec.structs.replace(settings, metrics_refresh_seconds=0.0)
 
 
 @pytest.fixture
@@ -214,3 +228,63 @@ async def test_openmetrics_when_asked_and_no_place_in_the_api_schema(client: Cli
     assert response.text.endswith("# EOF\n")
     schema = (await client.get("/schema/openapi.json")).json()
     assert "/metrics" not in schema["paths"]
+
+
+async def test_a_storm_of_scrapes_takes_no_serving_connection_and_reads_once_at_a_time(
+    database_url: str, pool: asyncpg.Pool, keys: dict[Role, str], tmp_path: Path
+) -> None:
+    """More scrapes at once than the serving pool has connections, over real connections to a
+    real server, while their read of the tables is held up (the queue's table is locked, as a
+    slow count over a big table would hold it): a serve still gets its connection at once, and
+    one read of the tables is under way, not one per scrape."""
+    await add_mission(pool, max_serves=100)
+    # A serve that cannot get a connection answers 503 after this instead of hanging; the last
+    # scrape, answered in the last of the storm's turns, comes well within it.
+    overrides = {"WARMPOOL_REQUEST_TIMEOUT_SECONDS": "8"}
+    with running_server(database_url, tmp_path, overrides=overrides) as url:
+        async with pool.acquire() as blocker, blocker.transaction():
+            await blocker.execute("LOCK TABLE generation_jobs IN ACCESS EXCLUSIVE MODE")
+            # Each written out in full, so that the server holds every one of them before it
+            # reads the serve below.
+            storm = [await send_scrape(url) for _ in range(STORM)]
+            await eventually(lambda: reads_waiting(pool), within=10, what="a scrape's read")
+            async with httpx.AsyncClient(base_url=url) as http:
+                served = await http.post(
+                    "/v1/serve",
+                    json={"user_id": "during-the-storm", "track": "backend-engineer"},
+                    headers=bearer(keys["candidate_app"]),
+                )
+            assert served.status_code == 200, served.text
+            assert await reads_waiting(pool) == 1, "one read for all the scrapes"
+        answers = [await answered(*connection) for connection in storm]
+    assert [status for status, _ in answers] == [200] * STORM
+    assert len({body for _, body in answers}) == 1, "every scrape got the same snapshot"
+
+
+Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+async def send_scrape(url: str) -> Stream:
+    address = urlsplit(url)
+    reader, writer = await asyncio.open_connection(address.hostname, address.port)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+    return reader, writer
+
+
+async def answered(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> tuple[int, bytes]:
+    """The answer's status and body, once the server has closed the connection."""
+    answer = await reader.read()
+    writer.close()
+    await writer.wait_closed()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+async def reads_waiting(pool: asyncpg.Pool) -> int:
+    """The statements of this database waiting for a lock (only the scrapes' reads can)."""
+    waiting: int = await pool.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND backend_type = 'client backend' AND wait_event_type = 'Lock'"
+    )
+    return waiting

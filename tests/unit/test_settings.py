@@ -61,6 +61,11 @@ def test_values_are_read_and_converted() -> None:
             "WARMPOOL_SESSION_LIFETIME_SECONDS='0' is not valid: expected a number of seconds",
         ),
         (
+            {"WARMPOOL_METRICS_REFRESH_SECONDS": "-1"},
+            "WARMPOOL_METRICS_REFRESH_SECONDS='-1' is not valid: expected a number of seconds, "
+            "0 or more",
+        ),
+        (
             {"WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS": "900"},
             "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS (900) must be below WARMPOOL_STUCK_AFTER_SECONDS (600)",
         ),
@@ -81,6 +86,11 @@ def test_reviewer_sessions_are_secure_and_last_twelve_hours_unless_told_otherwis
         {"WARMPOOL_SECURE_COOKIES": "false", "WARMPOOL_SESSION_LIFETIME_SECONDS": "3600"}
     )
     assert (told.secure_cookies, told.session_lifetime_seconds) == (False, 3600)
+
+
+def test_the_metrics_are_read_every_few_seconds_unless_set() -> None:
+    assert from_environment({}).metrics_refresh_seconds == 5.0
+    assert from_environment({"WARMPOOL_METRICS_REFRESH_SECONDS": "0"}).metrics_refresh_seconds == 0
 
 
 def test_blank_means_default() -> None:
