@@ -44,14 +44,14 @@ def configure(
 
 
 def secrets_of(settings: Settings) -> list[str]:
-    """The values no log line may show: the model key, the session secret, and the passwords
-    of the database URLs."""
+    """The values no log line may show: the model key, the session secret, the metrics token
+    and the passwords of the database URLs."""
     passwords = [
         urlsplit(url).password
         for url in (settings.database_url, settings.proof_database_url)
         if url
     ]
-    values = [settings.openai_api_key, settings.secret_key, *passwords]
+    values = [settings.openai_api_key, settings.secret_key, settings.metrics_token, *passwords]
     # A password as written in the URL (percent-encoded) and as it is.
     return [form for value in values if value for form in (value, unquote(value))]
 

@@ -35,8 +35,9 @@ CONFIGURED = "Configuration of this process"
 # A ledger row's outcome until its call ends; forever, if its process died mid-call.
 UNFINISHED = "started"
 NOTHING_SPENT = Spend(llm_calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0)
-# A process answers at most one scrape per this many seconds: plenty for any number of
-# Prometheus servers, and a bound on what a storm of scrapes can take from serving.
+# A process answers at most one scrape per this many seconds, and refuses at most one (a
+# scrape without the token) as often: plenty for any number of Prometheus servers, and a bound
+# on what a storm of scrapes can take from serving.
 SCRAPE_SPACING_SECONDS = 0.05
 
 Row = TypeVar("Row")
@@ -221,11 +222,13 @@ class Scrape:
 class Scraping:
     """What this process's scrapes share: the snapshot of the tables, its answer in each format
     (made once, at the snapshot's first scrape in that format, with the counters of the
-    moment), and the turns in which scrapes are answered."""
+    moment), and the turns in which scrapes are answered and refused, apart, so that scrapers
+    without the token never delay those with it."""
 
     def __init__(self, snapshots: Snapshots[Snapshot], counters: CollectorRegistry) -> None:
         self.snapshots = snapshots
         self.answer_turns = Pacing(SCRAPE_SPACING_SECONDS)
+        self.refusal_turns = Pacing(SCRAPE_SPACING_SECONDS)
         self._counters = counters
         # The latest snapshot's answers so far, by content type.
         self._encoded: Snapshot | None = None

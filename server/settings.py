@@ -90,6 +90,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # connection of its own; scrapes in between get the last snapshot. At 0 every scrape reads
     # them, and scrapes that arrive during a read share it.
     metrics_refresh_seconds: Annotated[float, msgspec.Meta(ge=0)] = 5.0
+    # Set: /metrics answers only scrapes that send `Authorization: Bearer <token>`. Unset: any.
+    metrics_token: Annotated[str, msgspec.Meta(pattern=r"^[!-~]{16,}$")] | None = None
 
     @property
     def worker_slots(self) -> int:
@@ -182,6 +184,11 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "metrics_refresh_seconds",
         "a number of seconds, 0 or more (how old a /metrics snapshot may get)",
     ),
+    "WARMPOOL_METRICS_TOKEN": (
+        "metrics_token",
+        "at least 16 printable ASCII characters without spaces (scrapers send it as "
+        "'Authorization: Bearer <token>')",
+    ),
 }
 
 
@@ -207,7 +214,7 @@ def from_environment(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 # Settings whose values no message or log line may show.
-SECRET_VARIABLES = frozenset({"OPENAI_API_KEY", "WARMPOOL_SECRET_KEY"})
+SECRET_VARIABLES = frozenset({"OPENAI_API_KEY", "WARMPOOL_SECRET_KEY", "WARMPOOL_METRICS_TOKEN"})
 REDACTED = "[redacted]"
 
 

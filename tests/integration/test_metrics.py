@@ -1,7 +1,7 @@
 """GET /metrics: the figures read from the tables match what the test put there, the process
 counters move when work is shed, refused or swept, and the budget shows when it is set; the same
 budget in GET /v1/queue. A storm of scrapes takes no connection from serving and reads the
-tables once at a time."""
+tables once at a time; with a token set, only scrapes that send it are answered."""
 
 from __future__ import annotations
 
@@ -228,6 +228,26 @@ async def test_openmetrics_when_asked_and_no_place_in_the_api_schema(client: Cli
     assert response.text.endswith("# EOF\n")
     schema = (await client.get("/schema/openapi.json")).json()
     assert "/metrics" not in schema["paths"]
+
+
+async def test_with_a_token_set_only_a_scrape_that_sends_it_is_answered(settings: Settings) -> None:
+    token = "metrics-token-0123456789abcdef"
+    async with AsyncTestClient(
+        create_app(msgspec.structs.replace(settings, metrics_token=token))
+    ) as client:
+        for sent in (
+            {},
+            bearer("another-token-0123456789abcdef"),
+            {"Authorization": f"Basic {token}"},
+        ):
+            refused = await client.get("/metrics", headers=sent)
+            assert refused.status_code == 401, refused.text
+            assert refused.headers["content-type"] == "application/problem+json"
+            assert refused.headers["www-authenticate"] == "Bearer"
+            assert "WARMPOOL_METRICS_TOKEN" in refused.json()["detail"]
+        answered = await client.get("/metrics", headers=bearer(token))
+        assert answered.status_code == 200, answered.text
+        assert "warmpool_queue_pending" in answered.text
 
 
 async def test_a_storm_of_scrapes_takes_no_serving_connection_and_reads_once_at_a_time(

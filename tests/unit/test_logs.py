@@ -48,15 +48,19 @@ def test_every_secret_is_redacted_however_it_is_spelled() -> None:
     settings = Settings(
         openai_api_key="sk-live-abc",
         secret_key="s" * 40,
+        metrics_token="m" * 20,
         database_url="postgresql://warmpool:pa%22ss@db/warmpool",
     )
     redacting = logs.Redacting(logs.JsonFormatter(), logs.secrets_of(settings))
     line = redacting.format(
-        record("%s", f'key sk-live-abc, password pa%22ss or pa"ss, secret {"s" * 40}')
+        record(
+            "%s",
+            f'key sk-live-abc, password pa%22ss or pa"ss, secret {"s" * 40}, token {"m" * 20}',
+        )
     )
-    for secret in ("sk-live-abc", "pa%22ss", 'pa\\"ss', "s" * 40):
+    for secret in ("sk-live-abc", "pa%22ss", 'pa\\"ss', "s" * 40, "m" * 20):
         assert secret not in line
-    assert json.loads(line)["message"].count(REDACTED) == 4
+    assert json.loads(line)["message"].count(REDACTED) == 5
 
 
 @pytest.fixture

@@ -66,6 +66,12 @@ def test_values_are_read_and_converted() -> None:
             "0 or more",
         ),
         (
+            # A token's value is never shown, not even a bad one.
+            {"WARMPOOL_METRICS_TOKEN": "short secret"},
+            "WARMPOOL_METRICS_TOKEN=<hidden, 12 characters> is not valid: expected at least 16 "
+            "printable ASCII characters without spaces",
+        ),
+        (
             {"WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS": "900"},
             "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS (900) must be below WARMPOOL_STUCK_AFTER_SECONDS (600)",
         ),
@@ -88,9 +94,14 @@ def test_reviewer_sessions_are_secure_and_last_twelve_hours_unless_told_otherwis
     assert (told.secure_cookies, told.session_lifetime_seconds) == (False, 3600)
 
 
-def test_the_metrics_are_read_every_few_seconds_unless_set() -> None:
-    assert from_environment({}).metrics_refresh_seconds == 5.0
-    assert from_environment({"WARMPOOL_METRICS_REFRESH_SECONDS": "0"}).metrics_refresh_seconds == 0
+def test_the_metrics_are_open_and_read_every_few_seconds_unless_set() -> None:
+    default = from_environment({})
+    assert (default.metrics_token, default.metrics_refresh_seconds) == (None, 5.0)
+    token = "t0ken-of-32-characters-0123456789"
+    chosen = from_environment(
+        {"WARMPOOL_METRICS_TOKEN": token, "WARMPOOL_METRICS_REFRESH_SECONDS": "0"}
+    )
+    assert (chosen.metrics_token, chosen.metrics_refresh_seconds) == (token, 0)
 
 
 def test_blank_means_default() -> None:
