@@ -134,9 +134,12 @@ LIMIT 1;
 -- Per domain: the approved, unretired stock and its serves left (the missions_servable
 -- index), the missions awaiting review that can still be approved, the reviews in [$2, $3],
 -- and the p90 lead time of the missions approved then: from their job's creation (read from
--- generation_jobs, whose retention outlasts the window) to their approval.
+-- generation_jobs, whose retention outlasts the window) to their approval. The reviews are
+-- read from the two indexes that together hold every mission once, missions_servable and
+-- missions_out_of_stock, each by its range of review times: never the domain's whole history.
 SELECT d.domain, stock.approved, stock.remaining_serves, review.awaiting_review,
-       reviewed.approvals, reviewed.rejections, lead.lead_time_p90_s, lead.lead_time_samples
+       reviewed.approvals, reviewed.rejections, reviewed.lead_time_p90_s,
+       reviewed.lead_time_samples
 FROM unnest($1::text[]) AS d(domain)
 CROSS JOIN LATERAL (
     SELECT count(*) AS approved, coalesce(sum(m.max_serves - m.serve_count), 0) AS remaining_serves
@@ -149,34 +152,48 @@ CROSS JOIN LATERAL (
 ) review
 CROSS JOIN LATERAL (
     SELECT count(*) FILTER (WHERE m.qa_status = 'approved') AS approvals,
-           count(*) FILTER (WHERE m.qa_status = 'rejected') AS rejections
-    FROM missions m
-    WHERE m.domain = d.domain AND m.reviewed_at BETWEEN $2::timestamptz AND $3::timestamptz
-) reviewed
-CROSS JOIN LATERAL (
-    SELECT percentile_cont(0.9) WITHIN GROUP (
+           count(*) FILTER (WHERE m.qa_status = 'rejected') AS rejections,
+           percentile_cont(0.9) WITHIN GROUP (
                ORDER BY extract(epoch FROM m.reviewed_at - j.created_at)
-           ) AS lead_time_p90_s,
-           count(*) AS lead_time_samples
-    FROM missions m JOIN generation_jobs j ON j.id = m.job_id
-    WHERE m.domain = d.domain AND m.qa_status = 'approved'
-      AND m.reviewed_at BETWEEN $2::timestamptz AND $3::timestamptz
-) lead;
+           ) FILTER (WHERE m.qa_status = 'approved') AS lead_time_p90_s,
+           count(j.id) FILTER (WHERE m.qa_status = 'approved') AS lead_time_samples
+    FROM (
+        SELECT m.qa_status, m.reviewed_at, m.job_id FROM missions m
+        WHERE m.domain = d.domain AND m.qa_status = 'approved' AND m.retired_at IS NULL
+          AND m.reviewed_at BETWEEN $2::timestamptz AND $3::timestamptz
+        UNION ALL
+        SELECT m.qa_status, m.reviewed_at, m.job_id FROM missions m
+        WHERE m.domain = d.domain AND (m.qa_status <> 'approved' OR m.retired_at IS NOT NULL)
+          AND m.reviewed_at BETWEEN $2::timestamptz AND $3::timestamptz
+    ) m
+    LEFT JOIN generation_jobs j ON j.id = m.job_id
+) reviewed;
 
 -- name: serves_by_domain
 -- Per domain: the serves (instances made) in ($2, $4] and in ($3, $4], the two demand windows.
-SELECT d.domain,
-       count(i.id) FILTER (WHERE i.created_at > $2::timestamptz) AS serves_short,
-       count(i.id) AS serves_long
+-- Counted domain by domain (LATERAL), so that each count reads its window of the (domain,
+-- created_at) index, in a generic plan too, and never the whole table.
+SELECT d.domain, windows.serves_short, windows.serves_long
 FROM unnest($1::text[]) AS d(domain)
-LEFT JOIN mission_instances i
-  ON i.domain = d.domain AND i.created_at > $3::timestamptz AND i.created_at <= $4::timestamptz
-GROUP BY d.domain;
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE i.created_at > $2::timestamptz) AS serves_short,
+           count(*) AS serves_long
+    FROM mission_instances i
+    WHERE i.domain = d.domain AND i.created_at > $3::timestamptz
+      AND i.created_at <= $4::timestamptz
+) windows;
 
 -- name: serves_by_domain_ever
--- Per domain, every serve ever made: instances are never deleted, so the count only grows.
--- Counted on the (domain, created_at) index.
-SELECT d.domain, (SELECT count(*) FROM mission_instances i WHERE i.domain = d.domain) AS serves
+-- Per domain, every serve ever made, without reading the instances: each serve adds one to its
+-- mission's serve_count in the statement that makes the instance, so the missions' counts sum
+-- to the instances. Summed over missions_servable and missions_out_of_stock_serves, which
+-- together hold every mission once, each with its count.
+SELECT d.domain,
+       (SELECT coalesce(sum(m.serve_count), 0) FROM missions m
+        WHERE m.domain = d.domain AND m.qa_status = 'approved' AND m.retired_at IS NULL)
+     + (SELECT coalesce(sum(m.serve_count), 0) FROM missions m
+        WHERE m.domain = d.domain AND (m.qa_status <> 'approved' OR m.retired_at IS NOT NULL))
+       AS serves
 FROM unnest($1::text[]) AS d(domain);
 
 -- name: serves_by_domain_and_hour

@@ -3,10 +3,11 @@ process reports alike (aggregate them with max, not sum), and the counters of wh
 process saw (`generation.metrics`). Each HELP text says which of the two a metric is.
 
 prometheus-client collects synchronously: the tables are read first, in one read-only
-snapshot, and `Scrape` only turns that snapshot into metric families. A scrape must never hurt
-serving, however many arrive (`Scraping`): the process's scrapes share one snapshot, read at
-most every WARMPOOL_METRICS_REFRESH_SECONDS on a connection of its own (`server.snapshots`),
-and they are answered one at a time, spaced apart.
+snapshot, and `Scrape` only turns that snapshot into metric families. No figure reads the
+instances or the ledger row by row: serves are summed from the missions' counts, spend from the
+ledger's totals. A scrape must never hurt serving, however many arrive (`Scraping`): the
+process's scrapes share one snapshot, read at most every WARMPOOL_METRICS_REFRESH_SECONDS on a
+connection of its own (`server.snapshots`), and they are answered one at a time, spaced apart.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """What a model call is booked at: its priced usage; nothing when the request was refused
-unprocessed; its ceiling when it may have billed with no usage to show."""
+unprocessed; its ceiling when it may have billed with no usage to show. The ledger's totals per
+outcome always match its rows."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
-from generation.ledger import Ledger
+from generation.ledger import Ledger, Outcome, spend_by_outcome
 from tests.support.jobs import enqueue
+from tests.support.polling import eventually
 
 CEILING = Decimal("0.0126")
 
@@ -79,3 +81,62 @@ async def test_an_answer_without_usage_is_booked_at_its_ceiling(
     async with ledger.call("generate", "openai", "m", ceiling_usd=CEILING):
         pass
     assert await booked(pool) == ("ok", CEILING, "booked at its ceiling of $0.0126")
+
+
+async def test_the_totals_match_the_whole_ledger_after_many_calls_at_once(
+    pool: asyncpg.Pool, ledger: Ledger
+) -> None:
+    """The per-outcome totals that /metrics reads, kept by the ledger's triggers, against the
+    ledger summed row by row: calls started and ended on many connections at once, some of them
+    still under way when the two are compared."""
+    outcomes: list[Outcome] = ["ok", "failed", "refused", "malformed", "unbilled"]
+    finish = asyncio.Event()
+
+    async def call(number: int) -> None:
+        async with ledger.call("generate", "test", "m") as record:
+            record.input_tokens, record.output_tokens = number, 2 * number
+            record.cost_usd, record.priced = Decimal(number) / 1000, True
+            record.outcome = outcomes[number % len(outcomes)]
+            if number % 10 == 0:
+                await finish.wait()
+
+    calls = [asyncio.create_task(call(number)) for number in range(60)]
+    await eventually(lambda: ended(pool, 54), within=30, what="54 calls ended")
+    assert await totals(pool) == await sums(pool)
+    assert (await totals(pool))["started"] == (6, 0, 0, Decimal(0))
+    finish.set()
+    await asyncio.gather(*calls)
+    assert await totals(pool) == await sums(pool)
+    assert "started" not in await totals(pool)
+
+
+async def ended(pool: asyncpg.Pool, count: int) -> bool:
+    ended_calls: int = await pool.fetchval(
+        "SELECT count(*) FROM llm_calls WHERE outcome <> 'started'"
+    )
+    return ended_calls == count
+
+
+Figures = tuple[int, int, int, Decimal]
+
+
+async def totals(pool: asyncpg.Pool) -> dict[str, Figures]:
+    """What /metrics reads, without the outcomes no call has now."""
+    return {
+        outcome: (
+            spent.llm_calls,
+            spent.input_tokens,
+            spent.output_tokens,
+            Decimal(str(spent.cost_usd)),
+        )
+        for outcome, spent in (await spend_by_outcome(pool)).items()
+        if spent.llm_calls
+    }
+
+
+async def sums(pool: asyncpg.Pool) -> dict[str, Figures]:
+    rows = await pool.fetch(
+        "SELECT outcome, count(*), sum(input_tokens), sum(output_tokens), sum(cost_usd)"
+        " FROM llm_calls GROUP BY outcome"
+    )
+    return {row[0]: (row[1], row[2], row[3], row[4]) for row in rows}

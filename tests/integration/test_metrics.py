@@ -230,6 +230,31 @@ async def test_openmetrics_when_asked_and_no_place_in_the_api_schema(client: Cli
     assert "/metrics" not in schema["paths"]
 
 
+async def test_serves_ever_count_every_instance_however_its_mission_ended(
+    client: Client, pool: asyncpg.Pool
+) -> None:
+    retiring = await add_mission(pool, max_serves=2)
+    retired_by_a_reviewer = await add_mission(pool, max_serves=100)
+    await add_mission(pool, qa_status="awaiting_review")
+    await add_mission(pool, qa_status="rejected")
+    await serve_users(pool, 5)
+    await pool.execute(
+        "UPDATE missions SET retired_at = now(), retire_reason = 'test' WHERE id = $1",
+        retired_by_a_reviewer,
+    )
+    await add_mission(pool, max_serves=100)
+    async with pool.acquire() as connection, connection.transaction():
+        await serving.serve(connection, user_id="last", track="backend-engineer", domains=(PYTHON,))
+    retired = await pool.fetch("SELECT id FROM missions WHERE retired_at IS NOT NULL ORDER BY id")
+    assert [row["id"] for row in retired] == [retiring, retired_by_a_reviewer]
+
+    metrics = await scrape(client)
+
+    instances = await pool.fetchval("SELECT count(*) FROM mission_instances")
+    assert instances == 6
+    assert metrics("warmpool_serves_total", domain="python-backend") == instances
+
+
 async def test_with_a_token_set_only_a_scrape_that_sends_it_is_answered(settings: Settings) -> None:
     token = "metrics-token-0123456789abcdef"
     async with AsyncTestClient(

@@ -1,5 +1,6 @@
 """The claim and count queries read generation_jobs through the partial indexes on its live
-rows only, however much finished history the table holds (migration 0001).
+rows only, however much finished history the table holds (migration 0001); a scrape of
+/metrics reads neither every instance nor every ledger row, however many there are.
 
 The plans are the ones Postgres runs: auto_explain logs each executed statement's plan to this
 session, nested ones included, so the claim's statement inside its plpgsql function
@@ -13,16 +14,21 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
+import msgspec
 import pytest
 
+from core import domains
 from core.sql import Queries
 from generation.queue import FAIR_SHARE_STEP
+from server.generation import spend_budget
+from server.metrics import read_snapshot
 from server.settings import Settings
 from tests.support import postgres
 from tests.support.jobs import LIMITS
+from tests.support.server import ROOT
 
 queries = Queries("generation")
 NOW = datetime(2025, 3, 1, 12, tzinfo=UTC)
@@ -122,9 +128,17 @@ async def history(postgres_server: str, template: str) -> AsyncIterator[str]:
 Run = Callable[[asyncpg.Connection], Awaitable[Any]]
 
 
-async def executed_plans(url: str, plan_mode: str, run: Run) -> tuple[Any, list[dict[str, Any]]]:
-    """What `run` returns, and the plan of every statement it executed that reads
-    generation_jobs, as auto_explain logged them; its writes are rolled back."""
+async def executed_plans(
+    url: str,
+    plan_mode: str,
+    run: Run,
+    *,
+    tables: tuple[str, ...] = ("generation_jobs",),
+    # The transaction's, when `run` opens one of its own (asyncpg nests only the same level).
+    isolation: Literal["repeatable_read"] | None = None,
+) -> tuple[Any, list[dict[str, Any]]]:
+    """What `run` returns, and the plan of every statement it executed that reads one of
+    `tables`, as auto_explain logged them; its writes are rolled back."""
     logged: list[asyncpg.PostgresLogMessage] = []
     connection = await asyncpg.connect(url)
     try:
@@ -137,7 +151,7 @@ async def executed_plans(url: str, plan_mode: str, run: Run) -> tuple[Any, list[
                 SET auto_explain.log_format = json;
                 SET client_min_messages = log"""
         )
-        transaction = connection.transaction()
+        transaction = connection.transaction(isolation=isolation)
         await transaction.start()
         try:
             result = await run(connection)
@@ -149,9 +163,9 @@ async def executed_plans(url: str, plan_mode: str, run: Run) -> tuple[Any, list[
     for message in logged:
         if message.message.startswith("duration:") and "\n" in message.message:
             plan = json.loads(message.message.split("\n", 1)[1])
-            if any(node.get("Relation Name") == "generation_jobs" for node in nodes(plan["Plan"])):
+            if any(node.get("Relation Name") in tables for node in nodes(plan["Plan"])):
                 plans.append(plan)
-    assert plans, f"auto_explain logged no plan that reads generation_jobs: {logged}"
+    assert plans, f"auto_explain logged no plan that reads {' or '.join(tables)}: {logged}"
     return result, plans
 
 
@@ -161,12 +175,12 @@ def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from nodes(child)
 
 
-def reads_of_jobs(plan: dict[str, Any]) -> set[str]:
-    """How a plan reads generation_jobs: the index of each scan, or the scan's node type
-    ("Seq Scan", ...) when it goes through none."""
+def reads_of_jobs(plan: dict[str, Any], table: str = "generation_jobs") -> set[str]:
+    """How a plan reads generation_jobs (or `table`): the index of each scan, or the scan's node
+    type ("Seq Scan", ...) when it goes through none."""
     reads = set()
     for node in nodes(plan):
-        if node.get("Relation Name") != "generation_jobs" or node["Node Type"] == "ModifyTable":
+        if node.get("Relation Name") != table or node["Node Type"] == "ModifyTable":
             continue
         if "Index Name" in node:
             reads.add(node["Index Name"])
@@ -377,3 +391,133 @@ async def test_the_indexes_these_plans_go_through_hold_the_live_rows_only(histor
     finally:
         await connection.close()
     assert {row["name"]: row["rows"] for row in predicates} == LIVE_INDEXES
+
+
+# Instances and ledger rows of 40 days, a few each hour of the last day.
+SERVED_HISTORY = 40_000
+DOMAIN_MAP = domains.load(ROOT / "domain_map.yaml")
+
+
+@pytest.fixture(scope="module")
+async def served_history(postgres_server: str, template: str) -> AsyncIterator[str]:
+    """A database with a long history of serves (retired missions and their instances) and of
+    model calls, a live stock, and generations in flight."""
+    name, url = await postgres.create_database(postgres_server, template)
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute(
+            """INSERT INTO missions (domain, kind, language, title, brief, gold_files,
+                   test_files, sabotaged_files, bug_summary, proof, provider, qa_status,
+                   serve_count, max_serves, retired_at, retire_reason, reviewed_at,
+                   content_hash)
+               SELECT domain, 'technical', 'python', 'mission ' || n, 'b', '{}', '{}', '{}', 's',
+                      '{}', 'test', 'approved', 10, CASE WHEN live THEN 20 ELSE 10 END,
+                      CASE WHEN NOT live THEN $1::timestamptz - n * interval '10 minutes' END,
+                      CASE WHEN NOT live THEN 'served 10 times' END,
+                      $1::timestamptz - n * interval '10 minutes' - interval '1 day',
+                      sha256(('mission-' || n)::bytea)
+               FROM generate_series(1, $2::int / 10) n,
+                    LATERAL (SELECT (ARRAY['python-backend', 'sql-data'])[n % 2 + 1] AS domain,
+                                    n <= 20 AS live) mission""",
+            NOW,
+            SERVED_HISTORY,
+        )
+        await connection.execute(
+            """INSERT INTO mission_instances (mission_id, user_id, track, domain, language,
+                   title, brief, files, serve_number, created_at)
+               SELECT m.id, 'user-' || n, 'backend-engineer', m.domain, 'python', 't', 'b', '{}',
+                      1, $1::timestamptz - n * interval '90 seconds'
+               FROM generate_series(1, $2::int) n
+               JOIN missions m ON m.title = 'mission ' || (1 + n % ($2::int / 10))""",
+            NOW,
+            SERVED_HISTORY,
+        )
+        await connection.execute(
+            """INSERT INTO generation_jobs (lane, domain, status, attempt, worker_id, created_at,
+                   fair_time, started_at, heartbeat_at, reserved_usd)
+               SELECT 'replenish', 'python-backend', 'generating', 1, 'box:1', $1, $1, $1, $1, 1
+               FROM generate_series(1, 3)""",
+            NOW - timedelta(minutes=1),
+        )
+        await connection.execute(
+            """INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model,
+                   started_at, finished_at, input_tokens, output_tokens, cost_usd, outcome)
+               SELECT n, 1, 1, 'generate', 'test', 'm', at, at + interval '30 seconds', 100, 50,
+                      0.001, (ARRAY['ok', 'ok', 'failed', 'refused'])[n % 4 + 1]
+               FROM generate_series(1, $2::int) n,
+                    LATERAL (SELECT $1::timestamptz - n * interval '90 seconds' AS at) call""",
+            NOW,
+            SERVED_HISTORY,
+        )
+        await connection.execute("VACUUM ANALYZE")
+    finally:
+        await connection.close()
+    yield url
+    await postgres.drop_database(postgres_server, name)
+
+
+INSTANCES_BY_DOMAIN_AND_TIME = "mission_instances_domain_created"
+LEDGER_BY_START = "llm_calls_started"
+LEDGER_BY_JOB = "llm_calls_job_call"
+MISSIONS_INDEXES = {
+    "missions_servable",
+    "missions_awaiting_review",
+    "missions_out_of_stock",
+    "missions_out_of_stock_serves",
+}
+
+
+@plan_modes
+async def test_a_scrape_reads_neither_every_instance_nor_every_ledger_row(
+    served_history: str, plan_mode: str
+) -> None:
+    # With a budget, so that a scrape also reads today's spend and the reservations.
+    settings = msgspec.structs.replace(SETTINGS, daily_budget_usd=10.0)
+    snapshot, plans = await executed_plans(
+        served_history,
+        plan_mode,
+        lambda connection: read_snapshot(connection, settings, DOMAIN_MAP, spend_budget(settings)),
+        tables=("mission_instances", "llm_calls", "missions"),
+        isolation="repeatable_read",
+    )
+
+    half = SERVED_HISTORY // 2
+    assert snapshot.serves == {"python-backend": half, "sql-data": half} | {
+        name: 0 for name in DOMAIN_MAP.domains if name not in ("python-backend", "sql-data")
+    }
+    assert snapshot.spend["ok"].llm_calls == half
+    assert snapshot.queue.budget is not None
+    shown = "\n".join(json.dumps(plan, indent=1) for plan in plans)
+    instances = [node for plan in plans for node in reads(plan, "mission_instances")]
+    # Only the replenishment forecast's window: the last day's serves of each domain.
+    assert instances, shown
+    for node in instances:
+        assert node.get("Index Name") == INSTANCES_BY_DOMAIN_AND_TIME, shown
+        assert "created_at" in node["Index Cond"], shown
+    # The serves ever made are summed from the missions' counts, through the indexes that
+    # hold each mission once; the reviews of the forecast's window are read by review time.
+    missions = {
+        node.get("Index Name", node["Node Type"])
+        for plan in plans
+        for node in reads(plan, "missions")
+    }
+    assert missions <= MISSIONS_INDEXES, shown
+    ledger = [node for plan in plans for node in reads(plan, "llm_calls")]
+    # Only today's spend, and the spend of the generations in flight.
+    assert {node.get("Index Name") for node in ledger} == {LEDGER_BY_START, LEDGER_BY_JOB}, shown
+    for node in ledger:
+        bound = "started_at" if node["Index Name"] == LEDGER_BY_START else "job_id"
+        assert bound in node["Index Cond"], shown
+
+
+def reads(plan: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    """The scans of `table` in a plan (for a bitmap, the index scans under its heap scan)."""
+    found = []
+    for node in nodes(plan["Plan"]):
+        if node.get("Relation Name") != table or node["Node Type"] == "ModifyTable":
+            continue
+        if node["Node Type"] == "Bitmap Heap Scan":
+            found += [child for child in nodes(node) if "Index Name" in child]
+        else:
+            found.append(node)
+    return found
