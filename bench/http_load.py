@@ -75,15 +75,24 @@ async def wrk(
         + pause
         + SCRIPT
     )
+    return await _run(["-s", str(script), url], clients=clients, seconds=seconds)
+
+
+async def wrk_get(url: str, *, path: str, clients: int, seconds: float) -> Figures:
+    """GET `path`, without a key, on `clients` connections that each send their next request as
+    soon as the previous one is answered, for `seconds`; every answer must be a 2xx, however
+    long it takes (wrk's own limit is 2 s)."""
+    return await _run(["--timeout", "60s", f"{url}{path}"], clients=clients, seconds=seconds)
+
+
+async def _run(arguments: list[str], *, clients: int, seconds: float) -> Figures:
     process = await asyncio.create_subprocess_exec(
         "wrk",
         f"-t{min(clients, 2)}",
         f"-c{clients}",
         f"-d{max(1, round(seconds))}s",  # wrk counts whole seconds
         "--latency",
-        "-s",
-        str(script),
-        url,
+        *arguments,
         stdout=asyncio.subprocess.PIPE,
     )
     output = (await process.communicate())[0].decode()

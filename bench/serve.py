@@ -28,6 +28,7 @@ import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from functools import partial
 
 import asyncpg
@@ -131,13 +132,14 @@ def report(title: str, found: dict[str, Figures]) -> None:
     )
 
 
-async def main(arguments: argparse.Namespace) -> None:
-    database_url = await fresh_database(arguments.database_url, "bench_serve")
+async def stocked_database(server: str, name: str, missions: int) -> tuple[str, str]:
+    """A scratch database `name`, migrated, with `missions` approved missions whose stock never
+    runs out (every serve is a new user on one of them); its URL, and a candidate_app key."""
+    database_url = await fresh_database(server, name)
     pool = await create_pool(database_url)
     async with pool.acquire() as connection:
         await migrate.apply(connection)
         key = await create_key(connection, "candidate_app", "bench")
-    # Stock that never runs out: every serve is a new user on one of these missions.
     await pool.execute(
         """INSERT INTO missions (domain, kind, language, title, brief, gold_files, test_files,
                sabotaged_files, bug_summary, proof, provider, qa_status, max_serves, content_hash)
@@ -145,17 +147,29 @@ async def main(arguments: argparse.Namespace) -> None:
                   '{"a.py": "x = 1"}', '{"test_a.py": "def test(): pass"}', '{"a.py": "x = 2"}',
                   'the bug', '{}', 'bench', 'approved', 100000000, sha256(('stock-' || n)::bytea)
            FROM generate_series(1, $1::int) n""",
-        arguments.missions,
+        missions,
     )
-    with running_server(
+    await pool.close()
+    return database_url, key
+
+
+def serving_server(database_url: str) -> AbstractContextManager[str]:
+    """One `warmpool serve --no-worker` on the database, whose users have no cap of jobs."""
+    return running_server(
         database_url, Path(tempfile.mkdtemp()), overrides={"WARMPOOL_USER_CAP": "1000000"}
-    ) as url:
+    )
+
+
+async def main(arguments: argparse.Namespace) -> None:
+    database_url, key = await stocked_database(
+        arguments.database_url, "bench_serve", arguments.missions
+    )
+    with serving_server(database_url) as url:
         empty = await measure(url, database_url, key, arguments)
         report("empty history", empty)
         await load_history(database_url)
         loaded = await measure(url, database_url, key, arguments)
         report(f"{HISTORY_INSTANCES:,} instances and {HISTORY_RETIRED:,} retired missions", loaded)
-    await pool.close()
     for name in ("http", "ceiling"):
         change = loaded[name].rate / empty[name].rate - 1
         print(f"{name}: rate at a million rows {change:+.0%} of empty (goal within 20 %)")
