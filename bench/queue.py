@@ -40,7 +40,7 @@ from pgqueuer.types import QueueExecutionMode
 
 from bench.http_load import wrk
 from bench.scratch import database_parser, fresh_database
-from generation import queue
+from generation import admission
 from generation.dispatcher import Dispatcher
 from generation.finisher import Finished
 from generation.jobs import ClaimedJob
@@ -65,7 +65,9 @@ RETURNING id
 """
 BARE_DONE = "UPDATE bare_jobs SET status = 'done' WHERE id = $1"
 MINUTE = timedelta(minutes=1)
-NO_LIMITS = queue.Limits(user_cap=1_000_000, max_pending=1_000_000, replenish_max_pending=1_000_000)
+NO_LIMITS = admission.AdmissionLimits(
+    user_cap=1_000_000, max_pending=1_000_000, replenish_max_pending=1_000_000
+)
 
 
 class Signal:
@@ -139,7 +141,7 @@ class Warmpool:
         forget(self.signal.started)
         async with self.pool.acquire() as connection:
             async with connection.transaction():
-                await queue.enqueue(
+                await admission.enqueue(
                     connection,
                     lane="replenish",
                     user_id=None,
@@ -148,7 +150,7 @@ class Warmpool:
                     limits=NO_LIMITS,
                 )
             committed = time.perf_counter()
-            await queue.wake_dispatchers(connection)
+            await admission.wake_dispatchers(connection)
         return await self.signal.started.get() - committed
 
 
@@ -338,7 +340,7 @@ async def warmpool_enqueues_at_depth(url: str, depth: int, enqueues: int, client
         async with pool.acquire() as connection:
             for number in numbers:
                 async with connection.transaction():
-                    await queue.enqueue(
+                    await admission.enqueue(
                         connection,
                         lane="interactive",
                         user_id=f"user-{number}",
@@ -346,7 +348,7 @@ async def warmpool_enqueues_at_depth(url: str, depth: int, enqueues: int, client
                         domain="bench",
                         limits=NO_LIMITS,
                     )
-                await queue.wake_dispatchers(connection)
+                await admission.wake_dispatchers(connection)
 
     start = time.perf_counter()
     await asyncio.gather(*(client_loop() for _ in range(clients)))

@@ -8,6 +8,7 @@ failed rolls its key back with it, so retrying it later with the same key is saf
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import msgspec
@@ -28,6 +29,10 @@ class IdempotencyConflict(Exception):
 class Remembered(msgspec.Struct, frozen=True):
     job_id: int | None
     instance_id: int | None
+
+
+# Makes what a request asks for, inside its transaction, and says what it made.
+Create = Callable[[], Awaitable[Remembered]]
 
 
 def fingerprint(route: str, request: msgspec.Struct) -> bytes:
@@ -57,6 +62,25 @@ async def remember(
     instance_id: int | None = None,
 ) -> None:
     await connection.execute(queries["idempotency_remember"], caller, key, job_id, instance_id)
+
+
+async def once(
+    connection: Connection,
+    caller: str,
+    key: str | None,
+    request_fingerprint: bytes,
+    create: Create,
+) -> tuple[Remembered, bool]:
+    """Inside a transaction: what `create` makes, made now (True) or, for a key seen before,
+    what the first request with it made (False). Without a key, `create` runs every time."""
+    if key is not None:
+        remembered = await claim(connection, caller, key, request_fingerprint)
+        if remembered is not None:
+            return remembered, False
+    made = await create()
+    if key is not None:
+        await remember(connection, caller, key, job_id=made.job_id, instance_id=made.instance_id)
+    return made, True
 
 
 async def forget_before(connection: Executor, cutoff: datetime) -> None:

@@ -1,12 +1,40 @@
-"""A claimed job, as the dispatcher hands it to the worker."""
+"""A generation job: as the API shows it (`Job`, read and cancelled here), and as a worker
+holds it once claimed (`ClaimedJob`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal, get_args
 
+import asyncpg
 import msgspec
 
-from generation.queue import Lane
+from core.sql import Executor, Queries
+from generation.spend import Spend, spend_of
+
+queries = Queries("generation")
+
+Lane = Literal["interactive", "replenish"]
+LANES: tuple[Lane, ...] = get_args(Lane)
+JobStatus = Literal["pending", "generating", "awaiting_review", "completed", "failed", "cancelled"]
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    status: JobStatus
+    lane: Lane
+    user_id: str | None
+    track: str | None
+    domain: str
+    queue_position: int | None
+    attempt: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    mission_id: str | None
+    instance_id: str | None
+    spend: Spend
 
 
 class ClaimedJob(msgspec.Struct, frozen=True, kw_only=True):
@@ -29,3 +57,70 @@ class ClaimedJob(msgspec.Struct, frozen=True, kw_only=True):
         if self.user_id is not None:
             fields["user_id"] = self.user_id
         return fields
+
+
+class JobNotFound(Exception):
+    def __init__(self, job_id: int | str) -> None:
+        super().__init__(f"there is no job {str(job_id)!r}")
+
+
+class JobNotPending(Exception):
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        super().__init__(f"job {job.id} is {job.status}; only a pending job can be cancelled")
+
+
+class JobOfThePool(Exception):
+    def __init__(self, job: Job) -> None:
+        super().__init__(
+            f"job {job.id} is the pool's own replenishment, not a user's interactive job; only "
+            "an admin key may cancel it"
+        )
+
+
+async def get(connection: Executor, job_id: int, *, made_by: int | None = None) -> Job:
+    """The job; with `made_by`, only if that API key made it."""
+    row = await connection.fetchrow(queries["job_view"], job_id, made_by)
+    if row is None:
+        raise JobNotFound(job_id)
+    return _job(row)
+
+
+async def cancel(
+    connection: Executor,
+    job_id: int,
+    *,
+    made_by: int | None = None,
+    lanes: tuple[Lane, ...] = LANES,
+) -> Job:
+    """Cancel a pending job of one of `lanes`; with `made_by`, only one that key made."""
+    job = await get(connection, job_id, made_by=made_by)
+    if job.lane not in lanes:
+        raise JobOfThePool(job)
+    if await connection.fetchval(queries["job_cancel_if_pending"], job_id) is None:
+        raise JobNotPending(await get(connection, job_id))
+    return await get(connection, job_id)
+
+
+def _optional_id(value: int | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _job(row: asyncpg.Record) -> Job:
+    return Job(
+        id=str(row["id"]),
+        status=row["status"],
+        lane=row["lane"],
+        user_id=row["user_id"],
+        track=row["track"],
+        domain=row["domain"],
+        queue_position=row["queue_position"],
+        attempt=row["attempt"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        error=row["error"],
+        mission_id=_optional_id(row["mission_id"]),
+        instance_id=_optional_id(row["instance_id"]),
+        spend=spend_of(row),
+    )

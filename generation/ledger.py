@@ -21,7 +21,7 @@ from typing import Literal
 import asyncpg
 
 from core.sql import Executor, Queries, outlasting_outages
-from generation.queue import Spend, spend_of
+from generation.spend import Spend, spend_of
 
 queries = Queries("generation")
 

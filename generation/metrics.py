@@ -11,7 +11,7 @@ from typing import get_args
 
 from prometheus_client import CollectorRegistry, Counter
 
-from generation.queue import Lane
+from generation.jobs import Lane
 
 PROCESS = "This process, since it started"
 SWEEP_REASONS = ("stale", "expired")

@@ -21,7 +21,7 @@ import msgspec
 from core import idempotency
 from core.domains import Domain, DomainMap
 from core.sql import Connection, Queries
-from generation import queue
+from generation import admission
 from generation.metrics import QueueMetrics
 from pool import stats
 
@@ -57,7 +57,7 @@ class Replenisher:
         self,
         pool: asyncpg.Pool,
         domain_map: DomainMap,
-        limits: queue.Limits,
+        limits: admission.AdmissionLimits,
         *,
         max_per_pass: int,
         metrics: QueueMetrics | None = None,
@@ -93,7 +93,7 @@ class Replenisher:
                     for each in needy
                 ]
             if any(each.enqueued for each in passes):
-                await queue.wake_dispatchers(connection)
+                await admission.wake_dispatchers(connection)
         return ReplenishPass(ran=True, domains=passes)
 
     async def _order(
@@ -112,7 +112,7 @@ class Replenisher:
                 async with connection.transaction():  # a savepoint: a refusal takes its key back
                     if await idempotency.claim(connection, CALLER, key, fingerprint) is not None:
                         continue  # a pass over the same state already ordered this slot
-                    job_id = await queue.enqueue(
+                    job_id = await admission.enqueue(
                         connection,
                         lane="replenish",
                         user_id=None,
@@ -124,7 +124,7 @@ class Replenisher:
                     )
                     await idempotency.remember(connection, CALLER, key, job_id=job_id)
                 enqueued.append(str(job_id))
-            except queue.QueueFull as full:
+            except admission.QueueFull as full:
                 log.info(
                     "replenishing %s stopped after %d: %s",
                     name,

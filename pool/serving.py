@@ -8,7 +8,6 @@ import asyncpg
 import msgspec
 
 from core.domains import Domain
-from core.ids import parse_id
 from core.sql import Connection, Executor, Queries
 from core.text import storable
 
@@ -36,8 +35,8 @@ class Instance(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class InstanceNotFound(Exception):
-    def __init__(self, instance_id: str) -> None:
-        super().__init__(f"there is no instance {instance_id!r}")
+    def __init__(self, instance_id: int | str) -> None:
+        super().__init__(f"there is no instance {str(instance_id)!r}")
 
 
 async def serve(
@@ -107,10 +106,9 @@ async def neediest_domain(connection: Executor, domains: tuple[Domain, ...]) -> 
     return str(name)
 
 
-async def get(connection: Executor, instance_id: str, *, made_by: int | None = None) -> Instance:
+async def get(connection: Executor, instance_id: int, *, made_by: int | None = None) -> Instance:
     """The instance; with `made_by`, only if that API key made it."""
-    number = parse_id(instance_id)
-    row = await connection.fetchrow(queries["instance_by_id"], number, made_by) if number else None
+    row = await connection.fetchrow(queries["instance_by_id"], instance_id, made_by)
     if row is None:
         raise InstanceNotFound(instance_id)
     return _instance(row)

@@ -10,7 +10,7 @@ import msgspec
 
 from core.domains import DomainMap
 from core.sql import Executor, Queries
-from generation import queue
+from generation import domain_jobs
 from pool.forecast import (
     HISTORY,
     LONG_DEMAND_WINDOW,
@@ -57,7 +57,7 @@ async def count(
     now = now or datetime.now(UTC)
     names = list(domain_map.domains)
     since = now - HISTORY
-    jobs = await queue.jobs_by_domain(connection, names, since=since, now=now)
+    jobs = await domain_jobs.jobs_by_domain(connection, names, since=since, now=now)
     missions = {
         row["domain"]: row
         for row in await connection.fetch(queries["missions_by_domain"], names, since, now)

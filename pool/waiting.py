@@ -4,7 +4,7 @@ an instance when a reviewer approves it; a rejection fails the job with the revi
 from __future__ import annotations
 
 from core.sql import Connection
-from generation import queue
+from generation import review_settlement
 from pool import serving
 
 
@@ -16,11 +16,11 @@ async def serve_waiting_user(connection: Connection, mission_id: int, job_id: in
 
 async def after_approval(connection: Connection, mission_id: int) -> None:
     """In the approval's transaction: serve and complete every job waiting on the mission."""
-    for job_id in await queue.awaiting_review_of(connection, mission_id):
+    for job_id in await review_settlement.awaiting_review_of(connection, mission_id):
         instance_id = await serve_waiting_user(connection, mission_id, job_id)
-        await queue.complete_awaiting_review(connection, job_id, instance_id)
+        await review_settlement.complete_awaiting_review(connection, job_id, instance_id)
 
 
 async def after_refusal(connection: Connection, mission_id: int, reason: str) -> None:
     """In the rejection's (or retirement's) transaction: fail the jobs waiting on it."""
-    await queue.fail_awaiting_review(connection, mission_id, reason)
+    await review_settlement.fail_awaiting_review(connection, mission_id, reason)

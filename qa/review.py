@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import asyncpg
-
-from core.ids import parse_id
 from core.sql import Connection, Executor
 from core.text import storable
 from qa.missions import (
@@ -35,8 +32,8 @@ class ReviewError(Exception):
 
 
 class MissionNotFound(ReviewError):
-    def __init__(self, mission_id: str) -> None:
-        super().__init__(f"there is no mission {mission_id!r}")
+    def __init__(self, mission_id: int | str) -> None:
+        super().__init__(f"there is no mission {str(mission_id)!r}")
 
 
 class MissionStateConflict(ReviewError):
@@ -61,29 +58,29 @@ async def list_missions(
     return [summary_from_row(row) for row in rows]
 
 
-async def get(connection: Executor, mission_id: str) -> Mission:
-    row = await _fetch_by_id(connection, queries["mission_by_id"], mission_id)
+async def get(connection: Executor, mission_id: int) -> Mission:
+    row = await connection.fetchrow(queries["mission_by_id"], mission_id)
     if row is None:
         raise MissionNotFound(mission_id)
     return mission_from_row(row)
 
 
 async def approve(
-    connection: Connection, mission_id: str, *, reviewer: str, note: str | None = None
+    connection: Connection, mission_id: int, *, reviewer: str, note: str | None = None
 ) -> Mission:
     query = queries["mission_approve_if_awaiting_review"]
     note = _text(note, "note", required=False)
     return await _transition(connection, query, mission_id, reviewer, note, _approval_refused)
 
 
-async def reject(connection: Connection, mission_id: str, *, reviewer: str, reason: str) -> Mission:
+async def reject(connection: Connection, mission_id: int, *, reviewer: str, reason: str) -> Mission:
     query = queries["mission_reject_if_awaiting_review"]
     return await _transition(
         connection, query, mission_id, reviewer, _reason(reason), _rejection_refused
     )
 
 
-async def retire(connection: Connection, mission_id: str, *, reviewer: str, reason: str) -> Mission:
+async def retire(connection: Connection, mission_id: int, *, reviewer: str, reason: str) -> Mission:
     query = queries["mission_retire_unless_retired"]
     return await _transition(
         connection, query, mission_id, reviewer, _reason(reason), _retirement_refused
@@ -93,23 +90,16 @@ async def retire(connection: Connection, mission_id: str, *, reviewer: str, reas
 async def _transition(
     connection: Connection,
     query: str,
-    mission_id: str,
+    mission_id: int,
     reviewer: str,
     text: str | None,
     refusal: Callable[[Mission], MissionStateConflict],
 ) -> Mission:
     """One conditional UPDATE; when it changes no row, the mission as it is says why."""
-    row = await _fetch_by_id(connection, query, mission_id, reviewer, text)
+    row = await connection.fetchrow(query, mission_id, reviewer, text)
     if row is None:
         raise refusal(await get(connection, mission_id))
     return mission_from_row(row)
-
-
-async def _fetch_by_id(
-    connection: Executor, query: str, mission_id: str, *arguments: object
-) -> asyncpg.Record | None:
-    number = parse_id(mission_id)
-    return await connection.fetchrow(query, number, *arguments) if number else None
 
 
 def _approval_refused(mission: Mission) -> MissionStateConflict:

@@ -18,14 +18,8 @@ from litestar.types import ExceptionHandlersMap
 
 from core.idempotency import IdempotencyConflict
 from core.sql import OUTAGE_ERRORS
-from generation.queue import (
-    RETRY_AFTER_SECONDS,
-    JobNotFound,
-    JobNotPending,
-    JobOfThePool,
-    QueueFull,
-    UserCapReached,
-)
+from generation.admission import RETRY_AFTER_SECONDS, QueueFull, UserCapReached
+from generation.jobs import JobNotFound, JobNotPending, JobOfThePool
 from pool.serving import InstanceNotFound
 from qa.review import InvalidReview, MissionNotFound, MissionStateConflict
 from server.deadline import RequestTimedOut

@@ -22,10 +22,11 @@ from prometheus_client.exposition import choose_encoder
 
 from core.domains import DomainMap
 from core.sql import Connection
-from generation import ledger, queue
+from generation import ledger, queue_stats
 from generation.budget import Budget, BudgetStatus
 from generation.ledger import Outcome
-from generation.queue import LaneStats, QueueStats, Spend
+from generation.queue_stats import LaneStats, QueueStats
+from generation.spend import Spend
 from pool import stats
 from server.pacing import Pacing
 from server.settings import Settings
@@ -185,7 +186,7 @@ async def read_snapshot(
     # One snapshot, so the queue, the pool and the ledger agree with each other.
     async with connection.transaction(isolation="repeatable_read", readonly=True):
         return Snapshot(
-            queue=await queue.stats(
+            queue=await queue_stats.stats(
                 connection,
                 global_cap=settings.global_cap,
                 max_pending=settings.max_pending,

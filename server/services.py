@@ -12,9 +12,9 @@ import asyncpg
 from litestar import Request
 
 from core.domains import Domain, DomainMap
+from generation.admission import AdmissionLimits
 from generation.budget import Budget
 from generation.metrics import QueueMetrics
-from generation.queue import Limits
 from pool.replenish import Replenisher
 from server.auth import KeyStore
 from server.metrics import Scraping
@@ -25,7 +25,7 @@ from server.settings import Settings
 class Services:
     settings: Settings
     domain_map: DomainMap
-    limits: Limits
+    limits: AdmissionLimits
     pool: asyncpg.Pool
     keys: KeyStore
     budget: Budget | None
@@ -33,8 +33,8 @@ class Services:
     scraping: Scraping
 
 
-def queue_limits(settings: Settings) -> Limits:
-    return Limits(
+def queue_limits(settings: Settings) -> AdmissionLimits:
+    return AdmissionLimits(
         user_cap=settings.user_cap,
         max_pending=settings.max_pending,
         replenish_max_pending=settings.replenish_max_pending,

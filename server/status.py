@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from core import domains
 from core.sql import Connection
-from generation import queue
+from generation import queue_stats
 from pool import stats
 from server.settings import Settings
 
@@ -31,7 +31,7 @@ async def print_status(connection: Connection, settings: Settings) -> None:
 
 
 async def _print_queue(connection: Connection, settings: Settings) -> None:
-    queued = await queue.stats(
+    queued = await queue_stats.stats(
         connection, global_cap=settings.global_cap, max_pending=settings.max_pending
     )
     print(

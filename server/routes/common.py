@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -9,8 +10,10 @@ from litestar import Request
 from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import SecurityRequirement
 
+from core import idempotency
 from core.domains import Domain, DomainMap
 from core.text import storable
+from pool import requests
 from pool.guard import UnknownTrack, allowed_domains
 from server.auth import current_caller
 from server.errors import BadRequest, MissingIdempotencyKey
@@ -18,6 +21,8 @@ from server.services import Services
 
 MAX_USER_ID = 200
 MAX_IDEMPOTENCY_KEY = 200
+# Longer than this cannot be a bigint, so it names no row.
+MAX_ID_DIGITS = 18
 
 # The OpenAPI security of a route anyone may call: it needs no key, unlike the app's others.
 PUBLIC: list[SecurityRequirement] = [{}]
@@ -46,6 +51,42 @@ def made_by_scope(request: Request[Any, Any, Any], services: Services) -> int | 
     if caller.role == "candidate_app" and services.settings.candidate_key_scope == "own":
         return caller.key_id
     return None
+
+
+def user_request(
+    request: Request[Any, Any, Any],
+    route: str,
+    data: UserTrack,
+    key: str | None,
+    domain_map: DomainMap,
+) -> requests.UserRequest:
+    """The body of POST /v1/serve or /v1/jobs, checked, as the pool's request for that user."""
+    domains = validate_user_track(data, domain_map)
+    caller = current_caller(request)
+    return requests.UserRequest(
+        user_id=data.user_id,
+        track=data.track,
+        domains=domains,
+        key_id=caller.key_id,
+        caller=caller.idempotency_scope,
+        idempotency_key=key,
+        fingerprint=idempotency.fingerprint(route, data),
+    )
+
+
+def path_id(text: str, missing: Callable[[str], Exception]) -> int:
+    """The row id a path names. Anything but a decimal id of a bigint names no row: the
+    `missing` error (a 404), not a validation error."""
+    if not (text.isascii() and text.isdigit()) or len(text) > MAX_ID_DIGITS:
+        raise missing(text)
+    return int(text)
+
+
+def check_domain(domain: str | None, domain_map: DomainMap) -> None:
+    if domain is not None and domain not in domain_map.domains:
+        raise BadRequest(
+            f"unknown domain {domain!r}; known domains: {', '.join(sorted(domain_map.domains))}"
+        )
 
 
 def validate_user_track(request: UserTrack, domain_map: DomainMap) -> tuple[Domain, ...]:

@@ -10,22 +10,22 @@ from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, HeaderParameter, JSONBody
 
-from core import idempotency
-from generation import queue
+from generation import jobs
+from pool import requests
 from server.auth import current_caller, requires
 from server.routes.common import (
     UserTrack,
     idempotency_key,
     made_by_scope,
+    path_id,
     problems,
-    validate_user_track,
+    user_request,
 )
-from server.routes.interactive import enqueue_for_user
 from server.services import Services
 
 
 class JobEnvelope(msgspec.Struct):
-    job: queue.Job
+    job: jobs.Job
 
 
 @post(
@@ -46,27 +46,12 @@ async def create_job(
     key_header: Annotated[str | None, HeaderParameter(name="Idempotency-Key")] = None,
 ) -> Response[JobEnvelope]:
     key = idempotency_key(key_header, required=True)
-    assert key is not None
-    domains = validate_user_track(data, services.domain_map)
-    caller = current_caller(request)
-    scope = caller.idempotency_scope
-    fingerprint = idempotency.fingerprint("POST /v1/jobs", data)
-    async with services.pool.acquire() as connection:
-        async with connection.transaction():
-            remembered = await idempotency.claim(connection, scope, key, fingerprint)
-            if remembered is None:
-                job_id = await enqueue_for_user(
-                    connection, services, data, domains, created_by=caller.key_id
-                )
-                await idempotency.remember(connection, scope, key, job_id=job_id)
-                status = 202
-            else:
-                assert remembered.job_id is not None  # the fingerprint names this route
-                job_id, status = remembered.job_id, 200
-        if status == 202:
-            await queue.wake_dispatchers(connection)
-        job = await queue.get(connection, str(job_id))
-    return Response(JobEnvelope(job=job), status_code=status)
+    asked = user_request(request, "POST /v1/jobs", data, key, services.domain_map)
+    answer = await requests.enqueue_for_user(
+        services.pool, asked, limits=services.limits, metrics=services.metrics
+    )
+    assert answer.job is not None
+    return Response(JobEnvelope(job=answer.job), status_code=202 if answer.first else 200)
 
 
 @get(
@@ -77,8 +62,9 @@ async def create_job(
 )
 async def read_job(
     request: Request[Any, Any, Any], job_id: FromPath[str], services: NamedDependency[Services]
-) -> queue.Job:
-    return await queue.get(services.pool, job_id, made_by=made_by_scope(request, services))
+) -> jobs.Job:
+    number = path_id(job_id, jobs.JobNotFound)
+    return await jobs.get(services.pool, number, made_by=made_by_scope(request, services))
 
 
 @delete(
@@ -91,8 +77,11 @@ async def read_job(
 )
 async def cancel_job(
     request: Request[Any, Any, Any], job_id: FromPath[str], services: NamedDependency[Services]
-) -> queue.Job:
-    lanes = queue.LANES if current_caller(request).role == "admin" else ("interactive",)
-    return await queue.cancel(
-        services.pool, job_id, made_by=made_by_scope(request, services), lanes=lanes
+) -> jobs.Job:
+    lanes = jobs.LANES if current_caller(request).role == "admin" else ("interactive",)
+    return await jobs.cancel(
+        services.pool,
+        path_id(job_id, jobs.JobNotFound),
+        made_by=made_by_scope(request, services),
+        lanes=lanes,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from litestar import get, post
 from litestar.di import NamedDependency
 
-from generation import queue
+from generation import queue_stats
 from pool import stats
 from pool.replenish import ReplenishPass
 from server.auth import requires
@@ -22,8 +22,8 @@ from server.services import Services, replenisher
     "daily spend budget stands (null when none is configured); `replenish_paused` or "
     "`exhausted` say that it stops claims.",
 )
-async def read_queue(services: NamedDependency[Services]) -> queue.QueueStats:
-    return await queue.stats(
+async def read_queue(services: NamedDependency[Services]) -> queue_stats.QueueStats:
+    return await queue_stats.stats(
         services.pool,
         global_cap=services.settings.global_cap,
         max_pending=services.settings.max_pending,

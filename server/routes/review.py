@@ -1,8 +1,5 @@
-"""QA review routes (role qa_reviewer): list and read missions, approve, reject and retire them.
-
-`approve`, `reject` and `retire` are the one place each transition commits; the reviewer UI
-uses them too.
-"""
+"""QA review routes (role qa_reviewer): list and read missions, approve, reject and retire them
+(through pool.reviews, as the reviewer UI does)."""
 
 from __future__ import annotations
 
@@ -13,13 +10,11 @@ from litestar import Request, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
 
-from core.domains import DomainMap
-from pool import waiting
+from pool import reviews
 from qa import review
 from qa.missions import Mission, MissionSummary
 from server.auth import current_caller, requires
-from server.errors import BadRequest
-from server.routes.common import problems
+from server.routes.common import check_domain, path_id, problems
 from server.services import Services
 
 
@@ -33,41 +28,6 @@ class Approval(msgspec.Struct, forbid_unknown_fields=True):
 
 class Reason(msgspec.Struct, forbid_unknown_fields=True):
     reason: str
-
-
-async def approve(
-    services: Services, mission_id: str, *, reviewer: str, note: str | None
-) -> Mission:
-    async with services.pool.acquire() as connection, connection.transaction():
-        mission = await review.approve(connection, mission_id, reviewer=reviewer, note=note)
-        await waiting.after_approval(connection, int(mission.id))
-    return mission
-
-
-async def reject(services: Services, mission_id: str, *, reviewer: str, reason: str) -> Mission:
-    async with services.pool.acquire() as connection, connection.transaction():
-        mission = await review.reject(connection, mission_id, reviewer=reviewer, reason=reason)
-        await waiting.after_refusal(
-            connection, int(mission.id), f"the mission was rejected in review: {reason}"
-        )
-    return mission
-
-
-async def retire(services: Services, mission_id: str, *, reviewer: str, reason: str) -> Mission:
-    async with services.pool.acquire() as connection, connection.transaction():
-        mission = await review.retire(connection, mission_id, reviewer=reviewer, reason=reason)
-        # Only a job still waiting for review is affected: its mission will never be served.
-        await waiting.after_refusal(
-            connection, int(mission.id), f"the mission was retired before approval: {reason}"
-        )
-    return mission
-
-
-def check_domain(domain: str | None, domain_map: DomainMap) -> None:
-    if domain is not None and domain not in domain_map.domains:
-        raise BadRequest(
-            f"unknown domain {domain!r}; known domains: {', '.join(sorted(domain_map.domains))}"
-        )
 
 
 @get(
@@ -97,7 +57,7 @@ async def list_missions(
     summary="Read a mission in full",
 )
 async def read_mission(mission_id: FromPath[str], services: NamedDependency[Services]) -> Mission:
-    return await review.get(services.pool, mission_id)
+    return await review.get(services.pool, path_id(mission_id, review.MissionNotFound))
 
 
 @post(
@@ -113,8 +73,9 @@ async def approve_mission(
     services: NamedDependency[Services],
     data: JSONBody[Approval],
 ) -> Mission:
+    number = path_id(mission_id, review.MissionNotFound)
     reviewer = current_caller(request).name
-    return await approve(services, mission_id, reviewer=reviewer, note=data.note)
+    return await reviews.approve(services.pool, number, reviewer=reviewer, note=data.note)
 
 
 @post(
@@ -130,8 +91,9 @@ async def reject_mission(
     services: NamedDependency[Services],
     data: JSONBody[Reason],
 ) -> Mission:
+    number = path_id(mission_id, review.MissionNotFound)
     reviewer = current_caller(request).name
-    return await reject(services, mission_id, reviewer=reviewer, reason=data.reason)
+    return await reviews.reject(services.pool, number, reviewer=reviewer, reason=data.reason)
 
 
 @post(
@@ -147,5 +109,6 @@ async def retire_mission(
     services: NamedDependency[Services],
     data: JSONBody[Reason],
 ) -> Mission:
+    number = path_id(mission_id, review.MissionNotFound)
     reviewer = current_caller(request).name
-    return await retire(services, mission_id, reviewer=reviewer, reason=data.reason)
+    return await reviews.retire(services.pool, number, reviewer=reviewer, reason=data.reason)

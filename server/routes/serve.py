@@ -10,19 +10,16 @@ from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, HeaderParameter, JSONBody
 
-from core import idempotency
-from core.sql import Connection
-from generation import queue
-from pool import serving
-from server.auth import current_caller, requires
+from pool import requests, serving
+from server.auth import requires
 from server.routes.common import (
     UserTrack,
     idempotency_key,
     made_by_scope,
+    path_id,
     problems,
-    validate_user_track,
+    user_request,
 )
-from server.routes.interactive import enqueue_for_user
 from server.routes.jobs import JobEnvelope
 from server.services import Services
 
@@ -55,50 +52,14 @@ async def serve(
     key_header: Annotated[str | None, HeaderParameter(name="Idempotency-Key")] = None,
 ) -> Response[InstanceEnvelope | JobEnvelope]:
     key = idempotency_key(key_header, required=False)
-    domains = validate_user_track(data, services.domain_map)
-    caller = current_caller(request)
-    scope = caller.idempotency_scope
-    fingerprint = idempotency.fingerprint("POST /v1/serve", data)
-    async with services.pool.acquire() as connection:
-        async with connection.transaction():
-            remembered = None
-            if key is not None:
-                remembered = await idempotency.claim(connection, scope, key, fingerprint)
-            if remembered is None:
-                instance = await serving.serve(
-                    connection,
-                    user_id=data.user_id,
-                    track=data.track,
-                    domains=domains,
-                    created_by=caller.key_id,
-                )
-                job_id = None
-                if instance is None:
-                    job_id = await enqueue_for_user(
-                        connection, services, data, domains, created_by=caller.key_id
-                    )
-                if key is not None:
-                    instance_id = None if instance is None else int(instance.id)
-                    await idempotency.remember(
-                        connection, scope, key, job_id=job_id, instance_id=instance_id
-                    )
-        if remembered is not None:
-            return await _first_answer(connection, remembered)
-        if instance is not None:
-            return Response(InstanceEnvelope(instance=instance), status_code=200)
-        await queue.wake_dispatchers(connection)
-        job = await queue.get(connection, str(job_id))
-    return Response(JobEnvelope(job=job), status_code=202)
-
-
-async def _first_answer(
-    connection: Connection, remembered: idempotency.Remembered
-) -> Response[InstanceEnvelope | JobEnvelope]:
-    if remembered.instance_id is not None:
-        instance = await serving.get(connection, str(remembered.instance_id))
-        return Response(InstanceEnvelope(instance=instance), status_code=200)
-    job = await queue.get(connection, str(remembered.job_id))
-    return Response(JobEnvelope(job=job), status_code=202)
+    asked = user_request(request, "POST /v1/serve", data, key, services.domain_map)
+    answer = await requests.serve_or_enqueue(
+        services.pool, asked, limits=services.limits, metrics=services.metrics
+    )
+    if answer.instance is not None:
+        return Response(InstanceEnvelope(instance=answer.instance), status_code=200)
+    assert answer.job is not None
+    return Response(JobEnvelope(job=answer.job), status_code=202)
 
 
 @get(
@@ -112,7 +73,8 @@ async def read_instance(
     instance_id: FromPath[str],
     services: NamedDependency[Services],
 ) -> serving.Instance:
-    return await serving.get(services.pool, instance_id, made_by=made_by_scope(request, services))
+    number = path_id(instance_id, serving.InstanceNotFound)
+    return await serving.get(services.pool, number, made_by=made_by_scope(request, services))
 
 
 @get(

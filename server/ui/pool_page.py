@@ -10,7 +10,7 @@ from litestar import Request, get
 from litestar.di import NamedDependency
 from litestar.response import Template
 
-from generation import queue
+from generation import queue_stats
 from pool import stats
 from server.auth import Caller
 from server.services import Services
@@ -28,7 +28,7 @@ async def pool_page(
 ) -> Template:
     settings = services.settings
     async with services.pool.acquire() as connection:
-        queued = await queue.stats(
+        queued = await queue_stats.stats(
             connection,
             global_cap=settings.global_cap,
             max_pending=settings.max_pending,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from typing import Any
-from urllib.parse import quote
 
 import msgspec
 from litestar import Request, get, post
@@ -12,11 +11,12 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, URLEncodedBody
 from litestar.response import Redirect, Template
 
+from pool import reviews
 from qa import review
 from qa.missions import QA_STATUSES, Mission
 from qa.results import ProofRun
 from server.auth import Caller
-from server.routes import review as transitions
+from server.routes.common import check_domain, path_id
 from server.services import Services
 from server.ui import side_by_side
 from server.ui.rendering import notify, page
@@ -39,7 +39,7 @@ async def queue_page(
     status: FromQuery[str] = "awaiting_review",
     domain: FromQuery[str] = "",
 ) -> Template:
-    transitions.check_domain(domain or None, services.domain_map)
+    check_domain(domain or None, services.domain_map)
     missions = await review.list_missions(services.pool, status=status, domain=domain or None)
     return page(
         request,
@@ -60,7 +60,7 @@ async def mission_page(
     services: NamedDependency[Services],
     reviewer: NamedDependency[Caller],
 ) -> Template:
-    mission = await review.get(services.pool, mission_id)
+    mission = await review.get(services.pool, path_id(mission_id, review.MissionNotFound))
     unchanged = {
         path: code
         for path, code in mission.gold_files.items()
@@ -85,8 +85,9 @@ async def approve(
     reviewer: NamedDependency[Caller],
     data: URLEncodedBody[NoteForm],
 ) -> Redirect:
-    approval = transitions.approve(services, mission_id, reviewer=reviewer.name, note=data.note)
-    return await _decide(request, mission_id, approval, "approved", then=HOME)
+    number = path_id(mission_id, review.MissionNotFound)
+    approval = reviews.approve(services.pool, number, reviewer=reviewer.name, note=data.note)
+    return await _decide(request, number, approval, "approved", then=HOME)
 
 
 @post("/missions/{mission_id:str}/reject")
@@ -97,8 +98,9 @@ async def reject(
     reviewer: NamedDependency[Caller],
     data: URLEncodedBody[ReasonForm],
 ) -> Redirect:
-    rejection = transitions.reject(services, mission_id, reviewer=reviewer.name, reason=data.reason)
-    return await _decide(request, mission_id, rejection, "rejected", then=HOME)
+    number = path_id(mission_id, review.MissionNotFound)
+    rejection = reviews.reject(services.pool, number, reviewer=reviewer.name, reason=data.reason)
+    return await _decide(request, number, rejection, "rejected", then=HOME)
 
 
 @post("/missions/{mission_id:str}/retire")
@@ -109,22 +111,21 @@ async def retire(
     reviewer: NamedDependency[Caller],
     data: URLEncodedBody[ReasonForm],
 ) -> Redirect:
-    retirement = transitions.retire(
-        services, mission_id, reviewer=reviewer.name, reason=data.reason
-    )
-    return await _decide(request, mission_id, retirement, "retired", then=None)
+    number = path_id(mission_id, review.MissionNotFound)
+    retirement = reviews.retire(services.pool, number, reviewer=reviewer.name, reason=data.reason)
+    return await _decide(request, number, retirement, "retired", then=None)
 
 
 async def _decide(
     request: Request[Any, Any, Any],
-    mission_id: str,
+    mission_id: int,
     decision: Awaitable[Mission],
     done: str,
     *,
     then: str | None,
 ) -> Redirect:
     """Carry out a decision; the answer, good or bad, is a notice on the page it leads to."""
-    mission_page_path = f"{HOME}/missions/{quote(mission_id, safe='')}"
+    mission_page_path = f"{HOME}/missions/{mission_id}"
     try:
         mission = await decision
     except (review.MissionStateConflict, review.InvalidReview) as error:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from generation import queue
+from generation import jobs
 from generation.dispatcher import Dispatcher
 from generation.jobs import ClaimedJob
 from generation.sweeper import Sweeper
@@ -68,9 +68,7 @@ async def test_queue_position_follows_the_dispatch_order(pool: asyncpg.Pool) -> 
     alice = [await enqueue(pool, "alice", now=start + timedelta(seconds=i)) for i in range(2)]
     refill = await enqueue(pool, None, now=start + timedelta(seconds=2))
     bob = await enqueue(pool, "bob", now=start + timedelta(seconds=3))
-    positions = {
-        job: (await queue.get(pool, str(job))).queue_position for job in [*alice, refill, bob]
-    }
+    positions = {job: (await jobs.get(pool, job)).queue_position for job in [*alice, refill, bob]}
     assert positions == {alice[0]: 0, bob: 1, alice[1]: 2, refill: 3}
 
 

@@ -168,6 +168,7 @@ BAD_REQUESTS: list[tuple[str, str, str, Any, int, str]] = [
     ("retire, negative id", "POST", "-1/retire", {"reason": "r"}, 404, "no mission"),
     ("read, word id", "GET", "abc", None, 404, "no mission 'abc'"),
     ("read, huge id", "GET", "9" * 30, None, 404, "no mission"),
+    ("read, superscript id", "GET", "²", None, 404, "no mission"),
     ("list, unknown status", "GET", "?status=retired", None, 422, "status must be one of"),
     ("list, unknown domain", "GET", "?domain=python", None, 422, "known domains: javascript"),
 ]

@@ -15,7 +15,7 @@ import pytest
 from litestar import Litestar, get
 from litestar.testing import AsyncTestClient
 
-from generation import queue
+from generation import admission
 from server.auth import Role
 from server.database import create_pool
 from server.errors import PROBLEM_JSON, exception_handlers
@@ -86,15 +86,17 @@ async def test_the_user_cap_holds_when_enqueues_race(warmpool_pool: asyncpg.Pool
     async def enqueue_one() -> str:
         async with warmpool_pool.acquire() as connection, connection.transaction():
             try:
-                await queue.enqueue(
+                await admission.enqueue(
                     connection,
                     lane="interactive",
                     user_id="alice",
                     track="backend-engineer",
                     domain="python-backend",
-                    limits=queue.Limits(user_cap=3, max_pending=200, replenish_max_pending=100),
+                    limits=admission.AdmissionLimits(
+                        user_cap=3, max_pending=200, replenish_max_pending=100
+                    ),
                 )
-            except queue.UserCapReached:
+            except admission.UserCapReached:
                 return "refused"
             return "accepted"
 

@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from core.sql import Connection, Queries
-from generation import queue
+from generation import review_settlement
 from generation.finisher import Ending, Failed, Finished, Finisher
 from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
@@ -353,7 +353,7 @@ async def test_approving_its_mission_completes_the_job_awaiting_review(
     ]
     before = {job: await row_of(pool, job) for job in (named, other)}
     async with pool.acquire() as connection:
-        assert await queue.complete_awaiting_review(connection, named, 7)
+        assert await review_settlement.complete_awaiting_review(connection, named, 7)
     changed = changes(before[named], await row_of(pool, named))
     assert changed.pop("finished_at") is not None
     assert changed == {"status": "completed", "instance_id": 7}
@@ -367,7 +367,7 @@ async def test_only_a_job_awaiting_review_is_completed_by_its_review(
     job = await job_in(pool, start, mission_id=MISSION)
     before = await row_of(pool, job)
     async with pool.acquire() as connection:
-        assert not await queue.complete_awaiting_review(connection, job, 7)
+        assert not await review_settlement.complete_awaiting_review(connection, job, 7)
     assert await row_of(pool, job) == before
 
 
@@ -380,7 +380,12 @@ async def test_rejecting_its_mission_fails_every_job_awaiting_its_review(
     other = await job_in(pool, "awaiting_review", "user-2", mission_id=MISSION + 1)
     before = {job: await row_of(pool, job) for job in [*waiting, other]}
     async with pool.acquire() as connection:
-        assert await queue.fail_awaiting_review(connection, MISSION, "the bug is not a bug") == 2
+        assert (
+            await review_settlement.fail_awaiting_review(
+                connection, MISSION, "the bug is not a bug"
+            )
+            == 2
+        )
     for job in waiting:
         changed = changes(before[job], await row_of(pool, job))
         assert changed.pop("finished_at") is not None
@@ -402,7 +407,7 @@ async def test_rejecting_a_mission_fails_only_the_jobs_awaiting_its_review(
     )
     before = await row_of(pool, job)
     async with pool.acquire() as connection:
-        assert await queue.fail_awaiting_review(connection, MISSION, "rejected") == 0
+        assert await review_settlement.fail_awaiting_review(connection, MISSION, "rejected") == 0
     assert await row_of(pool, job) == before
 
 

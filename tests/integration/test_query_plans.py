@@ -22,7 +22,7 @@ import pytest
 
 from core import domains
 from core.sql import Queries
-from generation.queue import FAIR_SHARE_STEP
+from generation.admission import FAIR_SHARE_STEP
 from server.generation import spend_budget
 from server.metrics import read_snapshot
 from server.settings import Settings

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from core.sql import Queries
-from generation import queue
+from generation import admission
 from tests.integration.test_job_states import claim
 from tests.support.jobs import enqueue
 
 queries = Queries("generation")
-MANY = queue.Limits(user_cap=1000, max_pending=100_000, replenish_max_pending=100_000)
+MANY = admission.AdmissionLimits(user_cap=1000, max_pending=100_000, replenish_max_pending=100_000)
 
 
 async def depth(pool: asyncpg.Pool) -> dict[str, tuple[int, int]]:

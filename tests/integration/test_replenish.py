@@ -16,7 +16,7 @@ import yaml
 from core import domains
 from core.domains import DomainMap
 from core.sql import Connection
-from generation import queue
+from generation import admission
 from generation.dispatcher import Dispatcher
 from generation.finisher import Ending, Finished
 from generation.jobs import ClaimedJob
@@ -68,7 +68,7 @@ def replenisher(
     the_map: DomainMap,
     *,
     max_per_pass: int = 100,
-    limits: queue.Limits = LIMITS,
+    limits: admission.AdmissionLimits = LIMITS,
 ) -> Replenisher:
     return Replenisher(pool, the_map, limits, max_per_pass=max_per_pass)
 
@@ -266,7 +266,7 @@ async def test_a_domain_this_worker_cannot_make_is_left_for_another(pool: asyncp
 
 async def test_a_full_lane_sheds_the_pass_quietly(pool: asyncpg.Pool) -> None:
     the_map = parsed(python_backend=4, sql_data=2)
-    limits = queue.Limits(user_cap=3, max_pending=200, replenish_max_pending=4)
+    limits = admission.AdmissionLimits(user_cap=3, max_pending=200, replenish_max_pending=4)
     result = await replenisher(pool, the_map, limits=limits).run_once()
     # The least covered first; both are empty, so the map's order.
     assert [(each.domain, len(each.enqueued), each.shed) for each in result.domains] == [

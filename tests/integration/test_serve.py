@@ -7,7 +7,7 @@ import asyncpg
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from generation.queue import RETRY_AFTER_SECONDS
+from generation.admission import RETRY_AFTER_SECONDS
 from pool import serving
 from server.auth import Role
 from server.settings import Settings

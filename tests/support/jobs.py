@@ -6,9 +6,9 @@ from datetime import datetime
 
 import asyncpg
 
-from generation import queue
+from generation import admission
 
-LIMITS = queue.Limits(user_cap=3, max_pending=200, replenish_max_pending=100)
+LIMITS = admission.AdmissionLimits(user_cap=3, max_pending=200, replenish_max_pending=100)
 
 
 async def enqueue(
@@ -16,12 +16,12 @@ async def enqueue(
     user_id: str | None = "user-1",
     *,
     domain: str = "python-backend",
-    limits: queue.Limits = LIMITS,
+    limits: admission.AdmissionLimits = LIMITS,
     now: datetime | None = None,
 ) -> int:
     async with pool.acquire() as connection:
         async with connection.transaction():
-            job_id = await queue.enqueue(
+            job_id = await admission.enqueue(
                 connection,
                 lane="interactive" if user_id else "replenish",
                 user_id=user_id,
@@ -30,7 +30,7 @@ async def enqueue(
                 limits=limits,
                 now=now,
             )
-        await queue.wake_dispatchers(connection)
+        await admission.wake_dispatchers(connection)
     return job_id
 
 

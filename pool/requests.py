@@ -1,0 +1,126 @@
+"""What a candidate app asks for a user: a mission instance served from stock, else an
+interactive generation enqueued for them; or such a generation outright. Each request runs in
+one transaction under its idempotency key, so a retry returns the first answer and makes
+nothing new."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import asyncpg
+
+from core import idempotency
+from core.domains import Domain
+from core.sql import Connection
+from generation import admission, jobs
+from generation.admission import AdmissionLimits
+from generation.metrics import QueueMetrics
+from pool import serving
+
+
+@dataclass(frozen=True)
+class UserRequest:
+    """Who asks for what: the API key `key_id` (answering for its idempotency keys under
+    `caller`) asks for a mission for a user on a track, whose allowed domains are `domains`."""
+
+    user_id: str
+    track: str
+    domains: tuple[Domain, ...]
+    key_id: int
+    caller: str
+    idempotency_key: str | None
+    fingerprint: bytes
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An instance served, or the job enqueued instead; `first` when this request made it."""
+
+    instance: serving.Instance | None
+    job: jobs.Job | None
+    first: bool
+
+
+async def serve_or_enqueue(
+    db: asyncpg.Pool,
+    request: UserRequest,
+    *,
+    limits: AdmissionLimits,
+    metrics: QueueMetrics | None = None,
+) -> Answer:
+    async def create(connection: Connection) -> idempotency.Remembered:
+        instance = await serving.serve(
+            connection,
+            user_id=request.user_id,
+            track=request.track,
+            domains=request.domains,
+            created_by=request.key_id,
+        )
+        if instance is not None:
+            return idempotency.Remembered(job_id=None, instance_id=int(instance.id))
+        job_id = await _enqueue(connection, request, limits, metrics)
+        return idempotency.Remembered(job_id=job_id, instance_id=None)
+
+    return await _answered(db, request, create)
+
+
+async def enqueue_for_user(
+    db: asyncpg.Pool,
+    request: UserRequest,
+    *,
+    limits: AdmissionLimits,
+    metrics: QueueMetrics | None = None,
+) -> Answer:
+    async def create(connection: Connection) -> idempotency.Remembered:
+        job_id = await _enqueue(connection, request, limits, metrics)
+        return idempotency.Remembered(job_id=job_id, instance_id=None)
+
+    return await _answered(db, request, create)
+
+
+async def _answered(
+    db: asyncpg.Pool,
+    request: UserRequest,
+    create: Callable[[Connection], Awaitable[idempotency.Remembered]],
+) -> Answer:
+    """`create` in a transaction under the request's idempotency key, then the answer."""
+    async with db.acquire() as connection:
+        async with connection.transaction():
+            made, first = await idempotency.once(
+                connection,
+                request.caller,
+                request.idempotency_key,
+                request.fingerprint,
+                lambda: create(connection),
+            )
+        return await _answer(connection, made, first)
+
+
+async def _enqueue(
+    connection: Connection,
+    request: UserRequest,
+    limits: AdmissionLimits,
+    metrics: QueueMetrics | None,
+) -> int:
+    """An interactive generation in the allowed domain that needs it most."""
+    return await admission.enqueue(
+        connection,
+        lane="interactive",
+        user_id=request.user_id,
+        track=request.track,
+        domain=await serving.neediest_domain(connection, request.domains),
+        limits=limits,
+        created_by=request.key_id,
+        metrics=metrics,
+    )
+
+
+async def _answer(connection: Connection, made: idempotency.Remembered, first: bool) -> Answer:
+    """After the commit: the answer to give, waking the dispatchers for a job made now."""
+    if made.instance_id is not None:
+        return Answer(await serving.get(connection, made.instance_id), None, first)
+    assert made.job_id is not None
+    if first:
+        await admission.wake_dispatchers(connection)
+    return Answer(None, await jobs.get(connection, made.job_id), first)
