@@ -69,7 +69,6 @@ async def main(arguments: argparse.Namespace) -> None:
         trust="trusted",
         domain_map=domain_map,
         sabotage_tries=3,
-        prompt_version=None,
         serve_waiting_user=waiting.serve_waiting_user,
     )
     done = asyncio.Event()

@@ -34,7 +34,6 @@ class MissionPipeline:
         trust: Trust,
         domain_map: DomainMap,
         sabotage_tries: int,
-        prompt_version: str | None,
         serve_waiting_user: ServeWaitingUser,
     ) -> None:
         self._provider = provider
@@ -42,7 +41,6 @@ class MissionPipeline:
         self._trust = trust
         self._domain_map = domain_map
         self._sabotage_tries = sabotage_tries
-        self._prompt_version = prompt_version
         self._serve_waiting_user = serve_waiting_user
 
     def unavailable(self, domain: Domain) -> str | None:
@@ -124,7 +122,7 @@ class MissionPipeline:
                 grader_hint=sabotage.grader_hint,
                 proof=proof,
                 provider=self._provider.name,
-                prompt_version=self._prompt_version,
+                prompt_version=self._provider.prompt_version,
                 job_id=job.id,
                 requested_by=job.user_id,
                 max_serves=domain.serve_limit(job.id),

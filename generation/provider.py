@@ -17,6 +17,12 @@ class ProviderError(Exception):
 class Provider(Protocol):
     name: str
 
+    @property
+    def prompt_version(self) -> str | None:
+        """The version of the prompts a model is asked with, stored with each mission; None
+        when no model is asked."""
+        ...
+
     def worst_case_cost_usd(self, calls: int) -> Decimal:
         """The most `calls` model calls can cost: what the spend budget reserves."""
         ...
@@ -35,4 +41,8 @@ class Provider(Protocol):
         ledger: Ledger,
     ) -> SabotageDraft:
         """Plant one bug; `try_number` (1, 2, ...) asks for a different one after a failed proof."""
+        ...
+
+    async def close(self) -> None:
+        """Let go of what the provider holds (its HTTP client)."""
         ...

@@ -22,7 +22,7 @@ from server import database, migrate, ui
 from server.auth import KeyStore, bootstrap_keys
 from server.deadline import RequestDeadline
 from server.errors import exception_handlers
-from server.generation import spend_budget
+from server.generation_wiring import opened_provider, spend_budget
 from server.metrics import Scraping, read_snapshot
 from server.routes import health, jobs, metrics, operators, review, serve
 from server.runtime import running_worker
@@ -38,7 +38,6 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
     domain_map = domains.load(settings.domain_map)
     # The app's own registry: two apps in one process never share a counter.
     counters = QueueMetrics(CollectorRegistry())
-    budget = spend_budget(settings)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -50,6 +49,8 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
                 await migrate.apply(connection)
             if settings.database_url is None:
                 await _first_start_keys(pool)
+            chosen = await resources.enter_async_context(opened_provider(settings))
+            budget = spend_budget(settings, chosen.provider)
             # The scrapes' own connection, made at the first one: however many arrive, they
             # never take one that requests need.
             metrics_pool = await database.create_pool(url, min_size=0, max_size=1)
@@ -74,7 +75,7 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
             )
             if run_worker:
                 await resources.enter_async_context(
-                    running_worker(pool, url, settings, domain_map, counters)
+                    running_worker(pool, url, settings, domain_map, chosen, counters)
                 )
             # What start-up made lives as long as the process: out of the collector's
             # way, so that full collections stay short on the request path.

@@ -20,7 +20,7 @@ from generation.registry import WorkerNameTaken
 from server import database, logs, migrate
 from server.app import create_app
 from server.auth import ROLES, create_key
-from server.generation import check_prices
+from server.generation_wiring import check_prices, opened_provider
 from server.runtime import running_worker
 from server.settings import Settings, SettingsError, from_environment
 from server.status import print_status
@@ -147,7 +147,10 @@ async def _run_worker(settings: Settings) -> None:
         if stop.is_set():
             log.info("stopped on a signal during start-up")
             return
-        async with running_worker(pool, url, settings, domain_map):
+        async with (
+            opened_provider(settings) as chosen,
+            running_worker(pool, url, settings, domain_map, chosen),
+        ):
             await stop.wait()
             log.info("stopping on a signal")
     finally:

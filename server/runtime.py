@@ -18,6 +18,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from core.domains import DomainMap
 from core.sql import DATABASE_ERRORS, Connection
+from generation.budget import Budget
 from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
 from generation.metrics import QueueMetrics
 from generation.registry import Capabilities, Registration
@@ -27,7 +28,7 @@ from generation.worker import Generator, Worker
 from pool.replenish import Replenisher
 from server import services
 from server.database import CONNECT_TIMEOUT_SECONDS, connect_url
-from server.generation import mission_pipeline, spend_budget
+from server.generation_wiring import ChosenProvider, mission_pipeline, spend_budget
 from server.reviewer_sessions import SessionRetention
 from server.settings import Settings
 
@@ -48,6 +49,7 @@ class WorkerRuntime:
         replenisher: Replenisher | None = None,
         metrics: QueueMetrics | None = None,
         capabilities: Capabilities | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self._database_url = database_url
         self._settings = settings
@@ -78,7 +80,7 @@ class WorkerRuntime:
             self.sweeper,
             global_cap=settings.global_cap,
             replenish_cap=settings.replenish_cap,
-            budget=spend_budget(settings),
+            budget=budget,
         )
         self.retention = Retention(pool, keep_for=timedelta(seconds=settings.job_retention_seconds))
         self.session_retention = SessionRetention(pool)
@@ -216,11 +218,13 @@ async def running_worker(
     database_url: str,
     settings: Settings,
     domain_map: DomainMap,
+    chosen: ChosenProvider,
     metrics: QueueMetrics | None = None,
 ) -> AsyncIterator[WorkerRuntime]:
-    """A worker generating real missions: the mission pipeline, dispatched and swept, and the
-    pool's replenishment; counted in `metrics` when this process serves /metrics."""
-    async with mission_pipeline(settings, domain_map, database_url) as pipeline:
+    """A worker generating real missions with the chosen provider: the mission pipeline,
+    dispatched and swept, and the pool's replenishment; counted in `metrics` when this process
+    serves /metrics."""
+    async with mission_pipeline(settings, domain_map, database_url, chosen) as pipeline:
         unavailable = {
             domain.name: pipeline.unavailable(domain) for domain in domain_map.domains.values()
         }
@@ -241,6 +245,7 @@ async def running_worker(
                 can_make=lambda domain: pipeline.unavailable(domain) is None,
             ),
             metrics=metrics,
+            budget=spend_budget(settings, chosen.provider),
         )
         await runtime.start()
         try:

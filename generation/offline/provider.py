@@ -22,6 +22,7 @@ MODEL = "offline-catalog"
 
 class OfflineProvider:
     name = "offline"
+    prompt_version = None
 
     def __init__(self, delay_seconds: float) -> None:
         self._delay_seconds = delay_seconds
@@ -29,6 +30,9 @@ class OfflineProvider:
 
     def worst_case_cost_usd(self, calls: int) -> Decimal:
         return Decimal(0)
+
+    async def close(self) -> None:
+        return
 
     async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
         # The catalog has missions in every language a domain may have.

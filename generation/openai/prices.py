@@ -6,6 +6,7 @@ without a price stops start-up instead of recording calls at an unknown cost.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
@@ -58,8 +59,10 @@ class PriceTable:
         return price
 
 
+@functools.cache
 def load(override: Path | None = None) -> PriceTable:
-    """The built-in prices, with the entries of `override` (an operator's file) on top."""
+    """The built-in prices, with the entries of `override` (an operator's file) on top; read
+    once per process."""
     text = resources.files("generation.openai").joinpath("prices.yaml").read_text("utf-8")
     prices = _parse(text, BUILT_IN)
     if override is None:

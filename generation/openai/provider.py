@@ -97,7 +97,7 @@ class OpenAIProvider:
     def worst_case_cost_usd(self, calls: int) -> Decimal:
         return worst_case_cost_usd(self._price, calls)
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         await self._client.close()
 
     async def _ask(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from decimal import Decimal
 from pathlib import Path
 
 import asyncpg
@@ -19,6 +18,7 @@ from pool import waiting
 from tests.support.jobs import enqueue
 from tests.support.missions import add_mission
 from tests.support.pipelines import run_pending
+from tests.support.providers import FreeOfCharge
 from tests.support.server import create_keys, running_server
 
 pytestmark = pytest.mark.slow
@@ -39,14 +39,11 @@ domains:
 """
 
 
-class LaunchEmails:
+class LaunchEmails(FreeOfCharge):
     """A provider of distinct no-code missions, one per job (the offline catalog has too few
     of language `none` for four jobs: repeats would be discarded as duplicates)."""
 
     name = "launch-emails"
-
-    def worst_case_cost_usd(self, calls: int) -> Decimal:
-        return Decimal(0)
 
     async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
         async with ledger.call("generate", self.name, "script"):
@@ -98,7 +95,6 @@ async def generate_missions(
         trust="trusted",
         domain_map=domain_map,
         sabotage_tries=1,
-        prompt_version=None,
         serve_waiting_user=waiting.serve_waiting_user,
     )
     await run_pending(pool, pipeline, count=count)

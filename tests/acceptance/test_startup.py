@@ -248,7 +248,7 @@ async def test_log_format_switches_between_json_lines_and_text_with_the_same_mes
         [(r["level"].lower(), r["logger"], r["message"].split(" [")[0]) for r in records],
     )
     expected = [
-        ("info", "server.generation", "no OPENAI_API_KEY: " + OFFLINE),
+        ("info", "server.generation_wiring", "no OPENAI_API_KEY: " + OFFLINE),
         ("info", "server.runtime", "worker ID started: global cap"),
         ("info", "warmpool", "stopping on a signal"),
         ("info", "server.runtime", "worker ID stopped"),
@@ -293,7 +293,7 @@ async def test_without_an_openai_key_the_worker_says_missions_come_from_the_offl
     events = run.events()
     texts = [event["message"] for event in events]
     [offline] = [event for event in events if OFFLINE in event["message"]]
-    assert offline["logger"] == "server.generation"
+    assert offline["logger"] == "server.generation_wiring"
     assert offline["message"].startswith("no OPENAI_API_KEY: "), offline
     assert not any("openai provider" in text for text in texts), texts
     # Said once, before the worker starts.

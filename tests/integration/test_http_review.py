@@ -229,7 +229,6 @@ async def waiting_job(
         trust="trusted",
         domain_map=domains.load(ROOT / "domain_map.yaml"),
         sabotage_tries=1,
-        prompt_version="test",
         serve_waiting_user=waiting.serve_waiting_user,
     )
     claimed = await run_pending(pool, pipeline)

@@ -77,7 +77,7 @@ class Harness:
 
     async def close(self) -> None:
         if self.provider is not None:
-            await self.provider.aclose()
+            await self.provider.close()
 
     async def write_mission(self, seed: int = 1) -> MissionDraft:
         assert self.provider is not None

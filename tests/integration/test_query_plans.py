@@ -23,7 +23,8 @@ import pytest
 from core import domains
 from core.sql import Queries
 from generation.admission import FAIR_SHARE_STEP
-from server.generation import spend_budget
+from generation.offline import OfflineProvider
+from server.generation_wiring import spend_budget
 from server.metrics import read_snapshot
 from server.settings import Settings
 from tests.support import postgres
@@ -476,7 +477,12 @@ async def test_a_scrape_reads_neither_every_instance_nor_every_ledger_row(
     snapshot, plans = await executed_plans(
         served_history,
         plan_mode,
-        lambda connection: read_snapshot(connection, settings, DOMAIN_MAP, spend_budget(settings)),
+        lambda connection: read_snapshot(
+            connection,
+            settings,
+            DOMAIN_MAP,
+            spend_budget(settings, OfflineProvider(delay_seconds=0)),
+        ),
         tables=("mission_instances", "llm_calls", "missions"),
         isolation="repeatable_read",
     )

@@ -48,15 +48,25 @@ BREAKS_ONE = SabotageDraft(
 )
 
 
-class Scripted:
+class FreeOfCharge:
+    """What a test provider shares with the offline one: no prompt, no cost, nothing to close."""
+
+    prompt_version: str | None = None
+
+    def worst_case_cost_usd(self, calls: int) -> Decimal:
+        return Decimal(0)
+
+    async def close(self) -> None:
+        return
+
+
+class Scripted(FreeOfCharge):
     name = "scripted"
+    prompt_version = "test"
 
     def __init__(self, mission: MissionDraft, sabotages: list[SabotageDraft]) -> None:
         self._mission = mission
         self._sabotages = sabotages
-
-    def worst_case_cost_usd(self, calls: int) -> Decimal:
-        return Decimal(0)
 
     async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
         async with ledger.call("generate", self.name, "script") as record:

@@ -70,7 +70,7 @@ async def provider(stub: OpenAIStub, timeout_seconds: float) -> AsyncIterator[Op
         retry=RetryPolicy(max_tries=3, first_delay_seconds=1, sleep=no_wait),
     )
     yield provider
-    await provider.aclose()
+    await provider.close()
 
 
 async def generate(pool: asyncpg.Pool, prover: Prover, provider: OpenAIProvider) -> None:
@@ -80,7 +80,6 @@ async def generate(pool: asyncpg.Pool, prover: Prover, provider: OpenAIProvider)
         trust="untrusted",
         domain_map=load(ROOT / "domain_map.yaml"),
         sabotage_tries=2,
-        prompt_version=provider.prompt_version,
         serve_waiting_user=waiting.serve_waiting_user,
     )
     worker = Worker(pool, pipeline, name="openai-test", capacity=2)

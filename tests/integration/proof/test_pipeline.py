@@ -62,7 +62,6 @@ async def run_job(
         trust=trust,
         domain_map=domains or domain_map(),
         sabotage_tries=3,
-        prompt_version="test",
         serve_waiting_user=waiting.serve_waiting_user,
     )
     await run_pending(pool, pipeline)
