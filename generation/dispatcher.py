@@ -29,7 +29,7 @@ NOTIFY_CHANNEL = "warmpool_jobs"
 class Dispatcher:
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        db: asyncpg.Pool,
         worker: Worker,
         sweeper: Sweeper,
         *,
@@ -39,7 +39,7 @@ class Dispatcher:
         count_timeout_seconds: float = 2.0,
         maintenance_timeout_seconds: float = 10.0,
     ) -> None:
-        self._pool = pool
+        self._db = db
         self._worker = worker
         self._sweeper = sweeper
         self._global_cap = global_cap
@@ -85,7 +85,7 @@ class Dispatcher:
             return []
         self._claim_unsure = False
         try:
-            rows = await self._pool.fetch(
+            rows = await self._db.fetch(
                 queries["job_claim_within_cap"],
                 want,
                 self._global_cap,

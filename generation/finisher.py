@@ -53,8 +53,8 @@ class _Pending:
 
 
 class Finisher:
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
+    def __init__(self, db: asyncpg.Pool) -> None:
+        self._db = db
         self._waiting: list[_Pending] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -102,7 +102,7 @@ class Finisher:
         if first_try and not any(callable(pending.ending) for pending in batch):
             # Nothing to store: the conditional UPDATE alone is the fenced transition.
             rows = [_ended_row(p.job, p.ending) for p in batch if not callable(p.ending)]
-            finished = await self._pool.fetch(
+            finished = await self._db.fetch(
                 queries["jobs_finish_if_generating"], *zip(*rows, strict=True)
             )
             ended = {row["id"] for row in finished}
@@ -123,7 +123,7 @@ class Finisher:
         return ended
 
     async def _store_and_finish(self, batch: list[_Pending]) -> tuple[list[FinalRow], set[int]]:
-        async with self._pool.acquire() as connection, connection.transaction():
+        async with self._db.acquire() as connection, connection.transaction():
             locked = await connection.fetch(
                 queries["jobs_lock_under_attempt"],
                 [pending.job.id for pending in batch],

@@ -58,13 +58,13 @@ class Ledger:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        db: asyncpg.Pool,
         job_id: int,
         attempt: int,
         *,
         start_patience_seconds: float = START_PATIENCE_SECONDS,
     ) -> None:
-        self._pool = pool
+        self._db = db
         self.job_id = job_id
         self.attempt = attempt
         self._calls = 0
@@ -77,7 +77,7 @@ class Ledger:
         """One model call, costing at most `ceiling_usd`."""
         self._calls += 1
         start = functools.partial(
-            self._pool.fetchval,
+            self._db.fetchval,
             queries["llm_call_start_if_generating"],
             self.job_id,
             self.attempt,
@@ -115,7 +115,7 @@ class Ledger:
         )
 
     async def _record(self, call_id: int, record: CallRecord) -> None:
-        await self._pool.execute(
+        await self._db.execute(
             queries["llm_call_finish"],
             call_id,
             record.input_tokens,

@@ -35,22 +35,22 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
 class Registration:
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        db: asyncpg.Pool,
         worker: Worker,
         *,
         heartbeat_timeout: timedelta,
         capabilities: Capabilities,
     ) -> None:
-        self._pool = pool
+        self._db = db
         self._worker = worker
         self._heartbeat_timeout = heartbeat_timeout
         self._capabilities = capabilities
 
     async def take(self) -> None:
         """Hold the worker's name; raises WorkerNameTaken while another live process does."""
-        holder = await self._pool.fetchrow(queries["worker_by_name"], self._worker.name)
+        holder = await self._db.fetchrow(queries["worker_by_name"], self._worker.name)
         dead = holder["worker_id"] if holder and self._dead(holder["worker_id"]) else None
-        taken = await self._pool.fetchval(
+        taken = await self._db.fetchval(
             queries["worker_take_name"],
             self._worker.name,
             self._worker.id,
@@ -61,11 +61,11 @@ class Registration:
             self._heartbeat_timeout,
         )
         if taken is None:
-            holder = await self._pool.fetchrow(queries["worker_by_name"], self._worker.name)
+            holder = await self._db.fetchrow(queries["worker_by_name"], self._worker.name)
             raise WorkerNameTaken(self._worker.name, holder["worker_id"] if holder else "another")
 
     async def beat(self) -> None:
-        held = await self._pool.fetchval(
+        held = await self._db.fetchval(
             queries["worker_heartbeat_if_held"],
             self._worker.name,
             self._worker.id,
@@ -80,7 +80,7 @@ class Registration:
             )
 
     async def give_up(self) -> None:
-        await self._pool.execute(queries["worker_give_up_name"], self._worker.name, self._worker.id)
+        await self._db.execute(queries["worker_give_up_name"], self._worker.name, self._worker.id)
 
     def _dead(self, worker_id: str) -> bool:
         """A holder that was a process of this machine and no longer exists (this process's

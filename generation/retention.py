@@ -20,20 +20,20 @@ BATCH = 500
 
 
 class Retention:
-    def __init__(self, pool: asyncpg.Pool, *, keep_for: timedelta) -> None:
-        self._pool = pool
+    def __init__(self, db: asyncpg.Pool, *, keep_for: timedelta) -> None:
+        self._db = db
         self._keep_for = keep_for
 
     async def run_once(self, now: datetime | None = None) -> int:
         cutoff = (now or datetime.now(UTC)) - self._keep_for
         deleted = 0
         while True:
-            status = await self._pool.execute(queries["jobs_delete_finished_before"], cutoff, BATCH)
+            status = await self._db.execute(queries["jobs_delete_finished_before"], cutoff, BATCH)
             batch = int(status.split()[-1])
             deleted += batch
             if batch < BATCH:
                 break
-        await idempotency.forget_before(self._pool, cutoff)
+        await idempotency.forget_before(self._db, cutoff)
         if deleted:
             log.info("deleted %d finished jobs older than %s", deleted, self._keep_for)
         return deleted

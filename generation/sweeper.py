@@ -24,21 +24,21 @@ class Swept:
 class Sweeper:
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        db: asyncpg.Pool,
         *,
         heartbeat_timeout: timedelta,
         stuck_after: timedelta,
         pending_expiry: timedelta,
         metrics: QueueMetrics | None = None,
     ) -> None:
-        self._pool = pool
+        self._db = db
         self._metrics = metrics
         self._heartbeat_timeout = heartbeat_timeout
         self._stuck_after = stuck_after
         self._pending_expiry = pending_expiry
 
     async def run_once(self, now: datetime | None = None) -> Swept:
-        stale = await self._pool.fetch(
+        stale = await self._db.fetch(
             queries["jobs_fail_if_stale"],
             self._heartbeat_timeout,
             self._stuck_after,
@@ -57,7 +57,7 @@ class Sweeper:
                 },
             )
         self._count("stale", stale)
-        expired = await self._pool.fetch(
+        expired = await self._db.fetch(
             queries["jobs_fail_if_pending_expired"],
             self._pending_expiry,
             now,

@@ -54,7 +54,7 @@ class Worker:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        db: asyncpg.Pool,
         generator: Generator,
         *,
         name: str,
@@ -64,7 +64,7 @@ class Worker:
         patience_seconds: float = PATIENCE_SECONDS,
         on_slot_freed: Callable[[], None] = lambda: None,
     ) -> None:
-        self._pool = pool
+        self._db = db
         self._generator = generator
         self.name = name
         self.host = host or socket.gethostname()
@@ -74,7 +74,7 @@ class Worker:
         self._running: dict[int, tuple[ClaimedJob, asyncio.Task[None]]] = {}
         # Jobs whose generation has ended and whose final transition is being written.
         self._finishing: set[int] = set()
-        self._finisher = Finisher(pool)
+        self._finisher = Finisher(db)
         self._on_slot_freed = on_slot_freed
         self._presumed_dead_after = presumed_dead_after
         self._patience = patience_seconds
@@ -111,7 +111,7 @@ class Worker:
     async def _generate(self, job: ClaimedJob) -> Ending | None:
         """The generation's ending, or None when the job is no longer this attempt's to end."""
         try:
-            ledger = Ledger(self._pool, job.id, job.attempt, start_patience_seconds=self._patience)
+            ledger = Ledger(self._db, job.id, job.attempt, start_patience_seconds=self._patience)
             return await self._generator.generate(job, ledger)
         except JobLost:
             _log_lost_race(job, "a model call")
@@ -186,7 +186,7 @@ class Worker:
             return []
         alive = {
             row["id"]
-            for row in await self._pool.fetch(
+            for row in await self._db.fetch(
                 queries["jobs_heartbeat_if_generating"],
                 [job.id for job in held],
                 [job.attempt for job in held],
@@ -211,7 +211,7 @@ class Worker:
         """Fail the jobs that other, now dead, processes of this worker on this machine held,
         once their heartbeats have been silent for `presumed_dead_after`: a live process beats
         sooner. Faster than the sweeper, which waits for the heartbeat timeout."""
-        rows = await self._pool.fetch(queries["worker_ids_generating"])
+        rows = await self._db.fetch(queries["worker_ids_generating"])
         dead = [
             row["worker_id"]
             for row in rows
@@ -224,7 +224,7 @@ class Worker:
         ]
         if not dead:
             return []
-        failed = await self._pool.fetch(
+        failed = await self._db.fetch(
             queries["jobs_fail_if_owned_by_dead_process"], dead, self._presumed_dead_after, now
         )
         for row in failed:
@@ -244,7 +244,7 @@ class Worker:
     async def release_unheld(self) -> list[int]:
         """Give back the jobs generating under this worker's identity that it does not run: a
         claim committed them but its answer never arrived. Only between claims."""
-        rows = await self._pool.fetch(
+        rows = await self._db.fetch(
             queries["jobs_release_if_not_held"], self.id, list(self._running)
         )
         for row in rows:
@@ -300,7 +300,7 @@ class Worker:
         return released
 
     async def _release(self, held: list[ClaimedJob]) -> list[int]:
-        rows = await self._pool.fetch(
+        rows = await self._db.fetch(
             queries["jobs_release_if_generating"],
             [job.id for job in held],
             [job.attempt for job in held],

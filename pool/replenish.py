@@ -55,7 +55,7 @@ class ReplenishPass(msgspec.Struct, frozen=True, kw_only=True):
 class Replenisher:
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        db: asyncpg.Pool,
         domain_map: DomainMap,
         limits: admission.AdmissionLimits,
         *,
@@ -63,7 +63,7 @@ class Replenisher:
         metrics: QueueMetrics | None = None,
         can_make: Callable[[Domain], bool] = lambda _: True,
     ) -> None:
-        self._pool = pool
+        self._db = db
         self._domain_map = domain_map
         # Whether this process can make a domain's missions (its proof tools are here): a
         # domain it cannot make is left for a worker that can, when that one leads a pass.
@@ -73,7 +73,7 @@ class Replenisher:
         self._metrics = metrics
 
     async def run_once(self, now: datetime | None = None) -> ReplenishPass:
-        async with self._pool.acquire() as connection:
+        async with self._db.acquire() as connection:
             async with connection.transaction():
                 if not await connection.fetchval(queries["replenish_leader_try_lock"]):
                     return ReplenishPass(ran=False, domains=[])
@@ -99,11 +99,11 @@ class Replenisher:
     async def _order(
         self,
         connection: Connection,
-        pool: stats.DomainPool,
+        domain_pool: stats.DomainPool,
         last_job: int | None,
         now: datetime | None,
     ) -> DomainPass:
-        name, deficit = pool.domain, pool.forecast.deficit
+        name, deficit = domain_pool.domain, domain_pool.forecast.deficit
         fingerprint = idempotency.fingerprint("replenish", ReplenishOrder(name))
         enqueued: list[str] = []
         for slot in range(min(deficit, self._max_per_pass)):

@@ -10,7 +10,7 @@ from pathlib import Path
 from qa import workspace
 from qa.harnesses import Harness
 from qa.results import ProofRun, Reported, Trust, proof_run
-from qa.sandbox import Execution, Isolation, Limits, Sandbox
+from qa.sandbox import Execution, Isolation, RunLimits, Sandbox
 from qa.slots import Slot
 from qa.toolchain import Toolchain
 from qa.workspace import InvalidFiles, UnreadableReport, Workspace
@@ -34,7 +34,7 @@ class ProcessRunner:
         self._sandbox = sandbox
         self._tools = tools
         self._runs = runs
-        self._limits = Limits(wall_s=time_limit_s, address_space=harness.address_space)
+        self._limits = RunLimits(wall_s=time_limit_s, address_space=harness.address_space)
 
     def toolchain_problem(self) -> str | None:
         return self._harness.toolchain_problem(self._tools)

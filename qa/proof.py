@@ -33,7 +33,7 @@ from qa.databases import DatabasesUnavailable, ProofDatabases
 from qa.harnesses import Jest, Pytest
 from qa.process_runner import ProcessRunner
 from qa.results import ProofLanguage, ProofRun, Trust
-from qa.sandbox import GIB, MIB, Isolation, Limits, Sandbox
+from qa.sandbox import GIB, MIB, Isolation, RunLimits, Sandbox
 from qa.slots import DEFAULT_LOCK_DIR, SANDBOX_UIDS, NoFreeUid, Slot, Slots, try_lock
 from qa.sql_runner import SqlRunner
 from qa.workspace import Workspace
@@ -43,7 +43,7 @@ TRUSTS: tuple[Trust, ...] = get_args(Trust)
 _ISOLATION: dict[Trust, Isolation] = {"trusted": "limits", "untrusted": "bubblewrap"}
 # Far above what a proof needs (20 MiB for pytest's, 50 MiB for Jest's, plus the files it
 # writes in its tmpfs, counted too), far below a machine's memory shared among its slots.
-SLOT_CAPS = Caps(memory=GIB, tasks=Limits.processes)
+SLOT_CAPS = Caps(memory=GIB, tasks=RunLimits.processes)
 _BUBBLEWRAP_WITH_SIZE = (0, 8)  # `--size` for the workspace's tmpfs
 
 
@@ -221,7 +221,7 @@ class Prover:
 
 def _slot_cgroups(slots: Slots) -> tuple[Cgroups | None, str]:
     """The slots' cgroups if this machine has them, and the start-up line on what bounds a run."""
-    writable = f"an untrusted run writes at most {Limits.writable // MIB} MiB"
+    writable = f"an untrusted run writes at most {RunLimits.writable // MIB} MiB"
     try:
         cgroups = Cgroups.create(slots.all, SLOT_CAPS)
     except CgroupsUnavailable as error:
@@ -306,7 +306,7 @@ async def _dry_run(sandbox: Sandbox, slot: Slot, runs: Path) -> str | None:
             [shutil.which("true") or "/bin/true"],
             workspace=space.path,
             slot=slot,
-            limits=Limits(wall_s=10, address_space=GIB),
+            limits=RunLimits(wall_s=10, address_space=GIB),
             env={},
             isolation="bubblewrap",
         )

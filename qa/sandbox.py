@@ -8,7 +8,7 @@ all the run's processes together stay under the slot's caps.
 
 Untrusted code also runs inside bubblewrap: no network, no other processes in sight, the
 system and toolchains mounted read-only, and the command as the namespace's first process,
-so the whole namespace dies with it. Its workspace is a tmpfs of `Limits.writable` bytes
+so the whole namespace dies with it. Its workspace is a tmpfs of `RunLimits.writable` bytes
 holding copies of the workspace's files: the only writable place, so that what a run writes
 in all is bounded, and gone with the namespace. Only its outputs (the report) are the
 host's files, each bounded by the file size limit.
@@ -53,7 +53,7 @@ _HOLD = ("/bin/sh", "-c", 'read -r go && exec "$@" </dev/null', "hold")
 
 
 @dataclass(frozen=True)
-class Limits:
+class RunLimits:
     wall_s: float
     address_space: int
     processes: int = 64
@@ -101,7 +101,7 @@ class Sandbox:
         *,
         workspace: Path,
         slot: Slot,
-        limits: Limits,
+        limits: RunLimits,
         env: Mapping[str, str],
         isolation: Isolation,
         outputs: Sequence[str] = (),
@@ -319,7 +319,7 @@ def _kill_group(group: int) -> None:
         os.killpg(group, signal.SIGKILL)
 
 
-def _killed_by(exit_code: int | None, isolation: Isolation, limits: Limits) -> str | None:
+def _killed_by(exit_code: int | None, isolation: Isolation, limits: RunLimits) -> str | None:
     if exit_code is None:
         return None
     number = -exit_code

@@ -43,20 +43,20 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         url = await database.resolve_url(settings)
         async with AsyncExitStack() as resources:
-            pool = await database.create_pool(url)
-            resources.push_async_callback(pool.close)
-            async with pool.acquire() as connection:
+            db = await database.create_pool(url)
+            resources.push_async_callback(db.close)
+            async with db.acquire() as connection:
                 await migrate.apply(connection)
             if settings.database_url is None:
-                await _first_start_keys(pool)
+                await _first_start_keys(db)
             chosen = await resources.enter_async_context(opened_provider(settings))
             budget = spend_budget(settings, chosen.provider)
             # The scrapes' own connection, made at the first one: however many arrive, they
             # never take one that requests need.
-            metrics_pool = await database.create_pool(url, min_size=0, max_size=1)
-            resources.push_async_callback(metrics_pool.close)
+            metrics_db = await database.create_pool(url, min_size=0, max_size=1)
+            resources.push_async_callback(metrics_db.close)
             snapshots = Snapshots(
-                metrics_pool,
+                metrics_db,
                 functools.partial(
                     read_snapshot, settings=settings, domain_map=domain_map, budget=budget
                 ),
@@ -67,15 +67,15 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
                 settings=settings,
                 domain_map=domain_map,
                 limits=queue_limits(settings),
-                pool=pool,
-                keys=KeyStore(pool),
+                db=db,
+                keys=KeyStore(db),
                 budget=budget,
                 metrics=counters,
                 scraping=Scraping(snapshots, counters.registry),
             )
             if run_worker:
                 await resources.enter_async_context(
-                    running_worker(pool, url, settings, domain_map, chosen, counters)
+                    running_worker(db, url, settings, domain_map, chosen, counters)
                 )
             # What start-up made lives as long as the process: out of the collector's
             # way, so that full collections stay short on the request path.
@@ -122,9 +122,9 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
     )
 
 
-async def _first_start_keys(pool: asyncpg.Pool) -> None:
+async def _first_start_keys(db: asyncpg.Pool) -> None:
     """On the embedded default's first start, one key per role, printed once (never logged)."""
-    created = await bootstrap_keys(pool)
+    created = await bootstrap_keys(db)
     if created:
         print("warmpool: first start, created one API key per role (shown only now):")
         for role, key in created.items():

@@ -53,9 +53,9 @@ async def create_key(connection: Executor, role: Role, name: str) -> str:
     return key
 
 
-async def bootstrap_keys(pool: asyncpg.Pool) -> dict[Role, str]:
+async def bootstrap_keys(db: asyncpg.Pool) -> dict[Role, str]:
     """Create one key per role when there are no keys at all; several starters create one set."""
-    async with pool.acquire() as connection, connection.transaction():
+    async with db.acquire() as connection, connection.transaction():
         await connection.execute(queries["api_keys_bootstrap_lock"])
         if await connection.fetchval(queries["api_keys_exist"]):
             return {}
@@ -63,8 +63,8 @@ async def bootstrap_keys(pool: asyncpg.Pool) -> dict[Role, str]:
 
 
 class KeyStore:
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
+    def __init__(self, db: asyncpg.Pool) -> None:
+        self._db = db
         self._verified: dict[bytes, tuple[float, Caller]] = {}
 
     async def lookup(self, key: str) -> Caller | None:
@@ -72,7 +72,7 @@ class KeyStore:
         cached = self._verified.get(digest)
         if cached and cached[0] > time.monotonic():
             return cached[1]
-        row = await self._pool.fetchrow(queries["api_key_by_hash"], digest)
+        row = await self._db.fetchrow(queries["api_key_by_hash"], digest)
         if row is None:
             self._verified.pop(digest, None)
             return None

@@ -140,21 +140,21 @@ async def _run_worker(settings: Settings) -> None:
         loop.add_signal_handler(signum, stop.set)
     domain_map = domains.load(settings.domain_map)
     url = await database.resolve_url(settings)
-    pool = await database.create_pool(url)
+    db = await database.create_pool(url)
     try:
-        async with pool.acquire() as connection:
+        async with db.acquire() as connection:
             await migrate.apply(connection)
         if stop.is_set():
             log.info("stopped on a signal during start-up")
             return
         async with (
             opened_provider(settings) as chosen,
-            running_worker(pool, url, settings, domain_map, chosen),
+            running_worker(db, url, settings, domain_map, chosen),
         ):
             await stop.wait()
             log.info("stopping on a signal")
     finally:
-        await pool.close()
+        await db.close()
 
 
 def _migrate(settings: Settings, _: argparse.Namespace) -> int:

@@ -43,7 +43,7 @@ async def create_pool(
     # A connection that broke (Postgres restarted) is closed by asyncpg and made again by the
     # next acquire, so the pool recovers by itself once the database is back.
     try:
-        pool = await asyncpg.create_pool(
+        db = await asyncpg.create_pool(
             url,
             min_size=min_size,
             max_size=max_size,
@@ -56,8 +56,8 @@ async def create_pool(
         )
     except DATABASE_ERRORS as error:
         raise _unreachable(url, error) from error
-    assert pool is not None
-    return pool
+    assert db is not None
+    return db
 
 
 def _unreachable(url: str, error: Exception) -> DatabaseUnreachable:

@@ -175,7 +175,7 @@ BUDGET_GAUGES: Sequence[Figure[BudgetStatus]] = (
 @dataclass(frozen=True)
 class Snapshot:
     queue: QueueStats
-    pool: stats.PoolStats
+    pool_stats: stats.PoolStats
     serves: dict[str, int]
     spend: dict[str, Spend]
 
@@ -192,7 +192,7 @@ async def read_snapshot(
                 max_pending=settings.max_pending,
                 budget=budget,
             ),
-            pool=await stats.read(connection, domain_map),
+            pool_stats=await stats.read(connection, domain_map),
             serves=await stats.serves_ever(connection, domain_map),
             spend=await ledger.spend_by_outcome(connection),
         )
@@ -209,7 +209,7 @@ class Scrape:
         snapshot = self._snapshot
         yield from _per_label(GaugeMetricFamily, "lane", snapshot.queue.lanes, LANE_GAUGES)
         yield from _unlabelled(snapshot.queue, QUEUE_GAUGES)
-        domains = {each.domain: each for each in snapshot.pool.domains}
+        domains = {each.domain: each for each in snapshot.pool_stats.domains}
         yield from _per_label(GaugeMetricFamily, "domain", domains, DOMAIN_GAUGES)
         yield from _per_label(CounterMetricFamily, "domain", snapshot.serves, [SERVES])
         # Every outcome a call can end with, at 0 until one does; a call under way is none.

@@ -42,7 +42,7 @@ PASS_GRACE_SECONDS = 10
 class WorkerRuntime:
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        db: asyncpg.Pool,
         database_url: str,
         settings: Settings,
         generator: Generator,
@@ -54,7 +54,7 @@ class WorkerRuntime:
         self._database_url = database_url
         self._settings = settings
         self.worker = Worker(
-            pool,
+            db,
             generator,
             name=settings.worker_name,
             capacity=settings.worker_slots,
@@ -62,28 +62,28 @@ class WorkerRuntime:
             on_slot_freed=self._wake,
         )
         self.registration = Registration(
-            pool,
+            db,
             self.worker,
             heartbeat_timeout=timedelta(seconds=settings.heartbeat_timeout_seconds),
             capabilities=capabilities or Capabilities(),
         )
         self.sweeper = Sweeper(
-            pool,
+            db,
             heartbeat_timeout=timedelta(seconds=settings.heartbeat_timeout_seconds),
             stuck_after=timedelta(seconds=settings.stuck_after_seconds),
             pending_expiry=timedelta(seconds=settings.pending_expiry_seconds),
             metrics=metrics,
         )
         self.dispatcher = Dispatcher(
-            pool,
+            db,
             self.worker,
             self.sweeper,
             global_cap=settings.global_cap,
             replenish_cap=settings.replenish_cap,
             budget=budget,
         )
-        self.retention = Retention(pool, keep_for=timedelta(seconds=settings.job_retention_seconds))
-        self.session_retention = SessionRetention(pool)
+        self.retention = Retention(db, keep_for=timedelta(seconds=settings.job_retention_seconds))
+        self.session_retention = SessionRetention(db)
         # Every worker schedules replenishment passes; the leader lock runs one at a time.
         self.replenisher = replenisher
         self._scheduler = AsyncIOScheduler(timezone=UTC)
@@ -214,7 +214,7 @@ class WorkerRuntime:
 
 @asynccontextmanager
 async def running_worker(
-    pool: asyncpg.Pool,
+    db: asyncpg.Pool,
     database_url: str,
     settings: Settings,
     domain_map: DomainMap,
@@ -229,7 +229,7 @@ async def running_worker(
             domain.name: pipeline.unavailable(domain) for domain in domain_map.domains.values()
         }
         runtime = WorkerRuntime(
-            pool,
+            db,
             database_url,
             settings,
             pipeline,
@@ -238,7 +238,7 @@ async def running_worker(
                 disabled={name: reason for name, reason in unavailable.items() if reason},
             ),
             replenisher=services.replenisher(
-                pool,
+                db,
                 settings,
                 domain_map,
                 metrics,

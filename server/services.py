@@ -1,6 +1,6 @@
-"""What route handlers are given: the pool, the key store, the domain map, the queue limits,
-the spend budget, this process's counters and what its scrapes share; and the replenisher as the
-worker and the operators' route build it."""
+"""What route handlers are given: the database pool (`db`), the key store, the domain map, the
+queue limits, the spend budget, this process's counters and what its scrapes share; and the
+replenisher as the worker and the operators' route build it."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class Services:
     settings: Settings
     domain_map: DomainMap
     limits: AdmissionLimits
-    pool: asyncpg.Pool
+    db: asyncpg.Pool
     keys: KeyStore
     budget: Budget | None
     metrics: QueueMetrics
@@ -42,14 +42,14 @@ def queue_limits(settings: Settings) -> AdmissionLimits:
 
 
 def replenisher(
-    pool: asyncpg.Pool,
+    db: asyncpg.Pool,
     settings: Settings,
     domain_map: DomainMap,
     metrics: QueueMetrics | None = None,
     can_make: Callable[[Domain], bool] = lambda _: True,
 ) -> Replenisher:
     return Replenisher(
-        pool,
+        db,
         domain_map,
         queue_limits(settings),
         max_per_pass=settings.replenish_max_per_pass,

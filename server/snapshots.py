@@ -24,13 +24,13 @@ T = TypeVar("T")
 class Snapshots(Generic[T]):
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        db: asyncpg.Pool,
         read: Callable[[Connection], Awaitable[T]],
         *,
         max_age_seconds: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._pool = pool
+        self._db = db
         self._read = read
         self._max_age_seconds = max_age_seconds
         self._clock = clock
@@ -59,7 +59,7 @@ class Snapshots(Generic[T]):
     async def _read_now(self) -> T:
         try:
             started = self._clock()
-            async with self._pool.acquire() as connection:
+            async with self._db.acquire() as connection:
                 snapshot = await self._read(connection)
             self._latest = (started, snapshot)
             return snapshot

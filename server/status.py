@@ -45,10 +45,10 @@ async def _print_queue(connection: Connection, settings: Settings) -> None:
 
 
 async def _print_pool(connection: Connection, settings: Settings) -> None:
-    pool = await stats.read(connection, domains.load(settings.domain_map))
+    pool_stats = await stats.read(connection, domains.load(settings.domain_map))
     print("pool (supply: approved missions expected once review and generations are done)")
     print(" ".join(f"{title:{align}}" for title, align in POOL_COLUMNS))
-    for each in pool.domains:
+    for each in pool_stats.domains:
         outlook = each.forecast
         cells = (
             each.domain if each.reachable else f"{each.domain} (no track)",

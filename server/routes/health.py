@@ -36,7 +36,7 @@ def healthz() -> Health:
 async def readyz(services: NamedDependency[Services]) -> Response[Readiness]:
     try:
         # The acquire's timeout also bounds giving back a connection whose query timed out.
-        async with services.pool.acquire(timeout=PROBE_SECONDS) as connection:
+        async with services.db.acquire(timeout=PROBE_SECONDS) as connection:
             async with asyncio.timeout(PROBE_SECONDS):
                 version = await migrate.current_version(connection)
     except OUTAGE_ERRORS as error:

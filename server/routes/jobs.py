@@ -48,7 +48,7 @@ async def create_job(
     key = idempotency_key(key_header, required=True)
     asked = user_request(request, "POST /v1/jobs", data, key, services.domain_map)
     answer = await requests.enqueue_for_user(
-        services.pool, asked, limits=services.limits, metrics=services.metrics
+        services.db, asked, limits=services.limits, metrics=services.metrics
     )
     assert answer.job is not None
     return Response(JobEnvelope(job=answer.job), status_code=202 if answer.first else 200)
@@ -64,7 +64,7 @@ async def read_job(
     request: Request[Any, Any, Any], job_id: FromPath[str], services: NamedDependency[Services]
 ) -> jobs.Job:
     number = path_id(job_id, jobs.JobNotFound)
-    return await jobs.get(services.pool, number, made_by=made_by_scope(request, services))
+    return await jobs.get(services.db, number, made_by=made_by_scope(request, services))
 
 
 @delete(
@@ -80,7 +80,7 @@ async def cancel_job(
 ) -> jobs.Job:
     lanes = jobs.LANES if current_caller(request).role == "admin" else ("interactive",)
     return await jobs.cancel(
-        services.pool,
+        services.db,
         path_id(job_id, jobs.JobNotFound),
         made_by=made_by_scope(request, services),
         lanes=lanes,

@@ -24,7 +24,7 @@ from server.services import Services, replenisher
 )
 async def read_queue(services: NamedDependency[Services]) -> queue_stats.QueueStats:
     return await queue_stats.stats(
-        services.pool,
+        services.db,
         global_cap=services.settings.global_cap,
         max_pending=services.settings.max_pending,
         budget=services.budget,
@@ -40,7 +40,7 @@ async def read_queue(services: NamedDependency[Services]) -> queue_stats.QueueSt
     "serve rate, lead time (p90), time to empty, pass rate and the deficit.",
 )
 async def read_pool(services: NamedDependency[Services]) -> stats.PoolStats:
-    return await stats.read(services.pool, services.domain_map)
+    return await stats.read(services.db, services.domain_map)
 
 
 @post(
@@ -53,5 +53,5 @@ async def read_pool(services: NamedDependency[Services]) -> stats.PoolStats:
     "process was running a pass at that moment.",
 )
 async def replenish(services: NamedDependency[Services]) -> ReplenishPass:
-    refill = replenisher(services.pool, services.settings, services.domain_map, services.metrics)
+    refill = replenisher(services.db, services.settings, services.domain_map, services.metrics)
     return await refill.run_once()

@@ -46,7 +46,7 @@ async def list_missions(
     domain: FromQuery[str | None] = None,
 ) -> MissionList:
     check_domain(domain, services.domain_map)
-    missions = await review.list_missions(services.pool, status=status, domain=domain)
+    missions = await review.list_missions(services.db, status=status, domain=domain)
     return MissionList(missions=missions)
 
 
@@ -57,7 +57,7 @@ async def list_missions(
     summary="Read a mission in full",
 )
 async def read_mission(mission_id: FromPath[str], services: NamedDependency[Services]) -> Mission:
-    return await review.get(services.pool, path_id(mission_id, review.MissionNotFound))
+    return await review.get(services.db, path_id(mission_id, review.MissionNotFound))
 
 
 @post(
@@ -75,7 +75,7 @@ async def approve_mission(
 ) -> Mission:
     number = path_id(mission_id, review.MissionNotFound)
     reviewer = current_caller(request).name
-    return await reviews.approve(services.pool, number, reviewer=reviewer, note=data.note)
+    return await reviews.approve(services.db, number, reviewer=reviewer, note=data.note)
 
 
 @post(
@@ -93,7 +93,7 @@ async def reject_mission(
 ) -> Mission:
     number = path_id(mission_id, review.MissionNotFound)
     reviewer = current_caller(request).name
-    return await reviews.reject(services.pool, number, reviewer=reviewer, reason=data.reason)
+    return await reviews.reject(services.db, number, reviewer=reviewer, reason=data.reason)
 
 
 @post(
@@ -111,4 +111,4 @@ async def retire_mission(
 ) -> Mission:
     number = path_id(mission_id, review.MissionNotFound)
     reviewer = current_caller(request).name
-    return await reviews.retire(services.pool, number, reviewer=reviewer, reason=data.reason)
+    return await reviews.retire(services.db, number, reviewer=reviewer, reason=data.reason)

@@ -54,7 +54,7 @@ async def serve(
     key = idempotency_key(key_header, required=False)
     asked = user_request(request, "POST /v1/serve", data, key, services.domain_map)
     answer = await requests.serve_or_enqueue(
-        services.pool, asked, limits=services.limits, metrics=services.metrics
+        services.db, asked, limits=services.limits, metrics=services.metrics
     )
     if answer.instance is not None:
         return Response(InstanceEnvelope(instance=answer.instance), status_code=200)
@@ -74,7 +74,7 @@ async def read_instance(
     services: NamedDependency[Services],
 ) -> serving.Instance:
     number = path_id(instance_id, serving.InstanceNotFound)
-    return await serving.get(services.pool, number, made_by=made_by_scope(request, services))
+    return await serving.get(services.db, number, made_by=made_by_scope(request, services))
 
 
 @get(
@@ -87,4 +87,4 @@ async def user_instances(
     request: Request[Any, Any, Any], user_id: FromPath[str], services: NamedDependency[Services]
 ) -> Instances:
     made_by = made_by_scope(request, services)
-    return Instances(instances=await serving.of_user(services.pool, user_id, made_by=made_by))
+    return Instances(instances=await serving.of_user(services.db, user_id, made_by=made_by))

@@ -27,14 +27,14 @@ async def pool_page(
     reviewer: NamedDependency[Caller],
 ) -> Template:
     settings = services.settings
-    async with services.pool.acquire() as connection:
+    async with services.db.acquire() as connection:
         queued = await queue_stats.stats(
             connection,
             global_cap=settings.global_cap,
             max_pending=settings.max_pending,
             budget=services.budget,
         )
-        pool = await stats.read(connection, services.domain_map)
+        pool_stats = await stats.read(connection, services.domain_map)
         history = await stats.serves_by_hour(connection, services.domain_map, hours=CHART_HOURS)
     return page(
         request,
@@ -42,6 +42,6 @@ async def pool_page(
         reviewer=reviewer,
         queued=queued,
         replenish_cap=settings.replenish_cap,
-        domains=[(each, charts.hourly_serves(history[each.domain])) for each in pool.domains],
+        domains=[(each, charts.hourly_serves(history[each.domain])) for each in pool_stats.domains],
         chart_hours=CHART_HOURS,
     )

@@ -40,7 +40,7 @@ async def queue_page(
     domain: FromQuery[str] = "",
 ) -> Template:
     check_domain(domain or None, services.domain_map)
-    missions = await review.list_missions(services.pool, status=status, domain=domain or None)
+    missions = await review.list_missions(services.db, status=status, domain=domain or None)
     return page(
         request,
         "queue.html",
@@ -60,7 +60,7 @@ async def mission_page(
     services: NamedDependency[Services],
     reviewer: NamedDependency[Caller],
 ) -> Template:
-    mission = await review.get(services.pool, path_id(mission_id, review.MissionNotFound))
+    mission = await review.get(services.db, path_id(mission_id, review.MissionNotFound))
     unchanged = {
         path: code
         for path, code in mission.gold_files.items()
@@ -86,7 +86,7 @@ async def approve(
     data: URLEncodedBody[NoteForm],
 ) -> Redirect:
     number = path_id(mission_id, review.MissionNotFound)
-    approval = reviews.approve(services.pool, number, reviewer=reviewer.name, note=data.note)
+    approval = reviews.approve(services.db, number, reviewer=reviewer.name, note=data.note)
     return await _decide(request, number, approval, "approved", then=HOME)
 
 
@@ -99,7 +99,7 @@ async def reject(
     data: URLEncodedBody[ReasonForm],
 ) -> Redirect:
     number = path_id(mission_id, review.MissionNotFound)
-    rejection = reviews.reject(services.pool, number, reviewer=reviewer.name, reason=data.reason)
+    rejection = reviews.reject(services.db, number, reviewer=reviewer.name, reason=data.reason)
     return await _decide(request, number, rejection, "rejected", then=HOME)
 
 
@@ -112,7 +112,7 @@ async def retire(
     data: URLEncodedBody[ReasonForm],
 ) -> Redirect:
     number = path_id(mission_id, review.MissionNotFound)
-    retirement = reviews.retire(services.pool, number, reviewer=reviewer.name, reason=data.reason)
+    retirement = reviews.retire(services.db, number, reviewer=reviewer.name, reason=data.reason)
     return await _decide(request, number, retirement, "retired", then=None)
 
 

@@ -121,7 +121,7 @@ async def sign_in(request: Request[Any, Any, Any], services: Services, caller: C
     # and a session this browser had is ended rather than left to run.
     await sign_out(request, services)
     token = await reviewer_sessions.start(
-        services.pool,
+        services.db,
         caller.key_id,
         lifetime=timedelta(seconds=services.settings.session_lifetime_seconds),
     )
@@ -131,7 +131,7 @@ async def sign_in(request: Request[Any, Any, Any], services: Services, caller: C
 async def sign_out(request: Request[Any, Any, Any], services: Services) -> None:
     token = request.session.get(SESSION)
     if isinstance(token, str):
-        await reviewer_sessions.end(services.pool, token)
+        await reviewer_sessions.end(services.db, token)
     request.clear_session()
 
 
@@ -171,7 +171,7 @@ async def signed_in_reviewer(
     review."""
     token = request.session.get(SESSION)
     caller = (
-        await reviewer_sessions.signed_in_key(services.pool, token)
+        await reviewer_sessions.signed_in_key(services.db, token)
         if isinstance(token, str)
         else None
     )

@@ -21,7 +21,7 @@ from qa.databases import ProofDatabases
 from qa.policy import judge_gold
 from qa.proof import Prover
 from qa.results import ProofRun, Trust
-from qa.sandbox import Limits
+from qa.sandbox import RunLimits
 from qa.slots import Slot
 from qa.sql_runner import SqlRunner
 from tests.support.proving import require
@@ -82,7 +82,7 @@ async def test_a_fork_bomb_stays_within_the_process_limit(hostile_prover: Prover
         counting.cancel()
 
     never_a_pass(run)
-    assert 1 < most <= Limits(wall_s=1, address_space=1).processes
+    assert 1 < most <= RunLimits(wall_s=1, address_space=1).processes
 
 
 async def test_allocating_past_the_memory_limit_fails(hostile_prover: Prover) -> None:
