@@ -40,7 +40,7 @@ class Dispatcher:
         maintenance_timeout_seconds: float = 10.0,
     ) -> None:
         self._db = db
-        self._worker = worker
+        self.worker = worker
         self._sweeper = sweeper
         self._global_cap = global_cap
         self._replenish_cap = replenish_cap
@@ -61,8 +61,8 @@ class Dispatcher:
         """One tick: sweep, settle what this worker's dead processes and lost claim answers
         left generating, then claim. Returns the claimed jobs."""
         await self._maintain("sweep", lambda: self._sweeper.run_once(now))
-        await self._maintain("reconcile", lambda: self._worker.reconcile(now))
-        if await self._maintain("release of unheld jobs", self._worker.release_unheld):
+        await self._maintain("reconcile", lambda: self.worker.reconcile(now))
+        if await self._maintain("release of unheld jobs", self.worker.release_unheld):
             self._claim_unsure = False
         return await self.claim(now)
 
@@ -76,11 +76,11 @@ class Dispatcher:
         return True
 
     async def claim(self, now: datetime | None = None) -> list[ClaimedJob]:
-        want = self._worker.free_slots()
+        want = self.worker.free_slots()
         if want <= 0 or self._stopped:
             return []
         if self._claim_unsure and not await self._maintain(
-            "release of unheld jobs", self._worker.release_unheld
+            "release of unheld jobs", self.worker.release_unheld
         ):
             return []
         self._claim_unsure = False
@@ -90,7 +90,7 @@ class Dispatcher:
                 want,
                 self._global_cap,
                 self._replenish_cap,
-                self._worker.id,
+                self.worker.id,
                 now,
                 *self._budget,
                 timeout=self._count_timeout,
@@ -102,7 +102,7 @@ class Dispatcher:
             log.warning(
                 "claim failed, claiming nothing until the next try: %s",
                 error,
-                extra={"worker_id": self._worker.id},
+                extra={"worker_id": self.worker.id},
             )
             return []
         claimed = [ClaimedJob(**dict(row)) for row in rows]
@@ -113,10 +113,16 @@ class Dispatcher:
                 job.attempt,
                 job.lane,
                 job.domain,
-                extra={**job.log_fields(), "worker_id": self._worker.id},
+                extra={**job.log_fields(), "worker_id": self.worker.id},
             )
-            self._worker.start(job)
+            self.worker.start(job)
         return claimed
+
+    async def settled(self) -> None:
+        """Once the runs that ticks and wake-ups started have ended."""
+        while self._background:
+            await asyncio.gather(*self._background)
+        await self._idle.wait()
 
     async def stop(self) -> None:
         """Claim nothing more; return once a claim under way has handed its jobs to the worker."""
@@ -153,7 +159,7 @@ class Dispatcher:
                 except Exception:
                     # Not a database error (those are handled where they happen): a bug. The
                     # dispatcher goes on; the next NOTIFY, freed slot or tick runs it again.
-                    log.exception("dispatch failed", extra={"worker_id": self._worker.id})
+                    log.exception("dispatch failed", extra={"worker_id": self.worker.id})
         finally:
             self._running = False
             self._idle.set()

@@ -42,50 +42,50 @@ class Registration:
         capabilities: Capabilities,
     ) -> None:
         self._db = db
-        self._worker = worker
+        self.worker = worker
         self._heartbeat_timeout = heartbeat_timeout
         self._capabilities = capabilities
 
     async def take(self) -> None:
         """Hold the worker's name; raises WorkerNameTaken while another live process does."""
-        holder = await self._db.fetchrow(queries["worker_by_name"], self._worker.name)
+        holder = await self._db.fetchrow(queries["worker_by_name"], self.worker.name)
         dead = holder["worker_id"] if holder and self._dead(holder["worker_id"]) else None
         taken = await self._db.fetchval(
             queries["worker_take_name"],
-            self._worker.name,
-            self._worker.id,
-            self._worker.capacity,
+            self.worker.name,
+            self.worker.id,
+            self.worker.capacity,
             list(self._capabilities.domains),
             self._capabilities.disabled,
             dead,
             self._heartbeat_timeout,
         )
         if taken is None:
-            holder = await self._db.fetchrow(queries["worker_by_name"], self._worker.name)
-            raise WorkerNameTaken(self._worker.name, holder["worker_id"] if holder else "another")
+            holder = await self._db.fetchrow(queries["worker_by_name"], self.worker.name)
+            raise WorkerNameTaken(self.worker.name, holder["worker_id"] if holder else "another")
 
     async def beat(self) -> None:
         held = await self._db.fetchval(
             queries["worker_heartbeat_if_held"],
-            self._worker.name,
-            self._worker.id,
-            len(self._worker.running()),
+            self.worker.name,
+            self.worker.id,
+            len(self.worker.running()),
         )
         if held is None:
             log.error(
                 "worker name %s was taken by another process while this one was silent; give "
                 "each worker a name of its own",
-                self._worker.name,
-                extra={"worker_id": self._worker.id},
+                self.worker.name,
+                extra={"worker_id": self.worker.id},
             )
 
     async def give_up(self) -> None:
-        await self._db.execute(queries["worker_give_up_name"], self._worker.name, self._worker.id)
+        await self._db.execute(queries["worker_give_up_name"], self.worker.name, self.worker.id)
 
     def _dead(self, worker_id: str) -> bool:
         """A holder that was a process of this machine and no longer exists (this process's
         own identity too: a pid reused after a restart, as in a container)."""
         owner = parse_worker_identity(worker_id)
-        if owner is None or owner[1] != self._worker.host:
+        if owner is None or owner[1] != self.worker.host:
             return False
-        return worker_id == self._worker.id or not process_alive(owner[2])
+        return worker_id == self.worker.id or not process_alive(owner[2])

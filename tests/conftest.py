@@ -62,7 +62,3 @@ async def client(settings: Settings) -> AsyncIterator[AsyncTestClient[Litestar]]
     # Over https, as in production: the reviewer UI's session cookie is Secure.
     async with AsyncTestClient(create_app(settings), base_url="https://testserver.local") as client:
         yield client
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}

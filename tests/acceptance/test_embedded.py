@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +20,8 @@ import psutil
 import pytest
 
 from server.auth import ROLES, Role
+from tests.support.http import bearer
+from tests.support.polling import until
 from tests.support.server import Process, environment, free_port, spawn, wait_ready
 
 pytestmark = pytest.mark.slow
@@ -167,16 +168,10 @@ def stop_cleanly(process: Process, pgdata: Path) -> None:
     assert returncode == 0, output
     assert SHUT_DOWN in output, output
     assert "Traceback" not in output, output
-    deadline = time.monotonic() + 5
-    while postgres_processes(pgdata) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = [postgres.pid for postgres in postgres_processes(pgdata)]
-    assert not left, f"the embedded PostgreSQL outlived warmpool (pids {left})"
+    until(
+        lambda: not postgres_processes(pgdata), 5, "the embedded PostgreSQL to stop with warmpool"
+    )
     assert not (pgdata / "postmaster.pid").exists()
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
 
 
 def test_serve_prints_one_key_per_role_on_its_first_start_only(

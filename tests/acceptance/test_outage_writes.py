@@ -17,6 +17,7 @@ from generation.sweeper import Sweeper
 from generation.worker import Worker
 from server.database import create_pool
 from tests.support.jobs import enqueue
+from tests.support.polling import eventually
 from tests.support.private_postgres import PrivatePostgres
 
 pytestmark = pytest.mark.slow
@@ -39,7 +40,7 @@ class OutageMidCall:
 
 
 async def test_the_spend_and_the_end_of_a_job_outlast_a_short_outage(
-    private_postgres: PrivatePostgres,
+    private_postgres: PrivatePostgres, caplog: pytest.LogCaptureFixture
 ) -> None:
     if not (private_postgres.data / "postmaster.pid").exists():
         private_postgres.start()
@@ -54,7 +55,11 @@ async def test_the_spend_and_the_end_of_a_job_outlast_a_short_outage(
         )
         await Dispatcher(pool, worker, sweeper, global_cap=1, replenish_cap=1).run_once()
         await generator.database_stopped.wait()
-        await asyncio.sleep(1)  # the writes fail meanwhile, and wait
+
+        async def retrying() -> bool:
+            return "failed, trying again" in caplog.text
+
+        await eventually(retrying, 30, "the writes to fail, and wait")
         await asyncio.to_thread(private_postgres.start)
         assert await worker.drain(grace_seconds=60)
     finally:

@@ -42,6 +42,13 @@ async def at_least(pool: asyncpg.Pool, status: str, wanted: int) -> bool:
     return await count(pool, status) >= wanted
 
 
+async def stopping_logged(api: Process, *workers: Process) -> bool:
+    """The API process (uvicorn) and the workers (busy ones) have logged that they stop."""
+    return "Shutting down" in api.output() and all(
+        "stopping: claiming nothing more" in worker.output() for worker in workers
+    )
+
+
 def stop_together(processes: list[Process]) -> list[int]:
     for process in processes:
         process.popen.send_signal(signal.SIGTERM)
@@ -182,7 +189,9 @@ async def deploy_with_a_request_open(
             stopping = asyncio.gather(
                 *(asyncio.to_thread(stop_together, [process]) for process in [api, *old_workers])
             )
-            await asyncio.sleep(0.5)  # the processes are stopping meanwhile
+            await eventually(
+                lambda: stopping_logged(api, *old_workers), 15, "the processes to be stopping"
+            )
             await transaction.commit()
             answer = await request
             exits = await stopping

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from generation.worker import worker_identity
+from tests.support.polling import eventually
 from tests.support.server import ROOT, Process, environment, spawn
 
 pytestmark = pytest.mark.slow
@@ -153,11 +153,12 @@ def start_worker(env: dict[str, str], flags: tuple[str, ...], out_dir: Path) -> 
 async def started(process: Process, name: str) -> None:
     """Once the worker has logged that it started."""
     line = f"worker {worker_identity(name, socket.gethostname(), process.popen.pid)} started"
-    deadline = time.monotonic() + 20
-    while line not in process.output():
-        if process.popen.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"the worker did not start:\n{process.output()}")
-        await asyncio.sleep(0.02)
+
+    async def up() -> bool:
+        assert process.popen.poll() is None, f"the worker did not start:\n{process.output()}"
+        return line in process.output()
+
+    await eventually(up, 20, "the worker to start", every=0.02)
 
 
 async def run_worker(

@@ -22,8 +22,8 @@ import schemathesis
 
 from core import domains
 from server.auth import ROLES, Role
-from tests.conftest import bearer
 from tests.fuzz import tally
+from tests.support.http import bearer
 from tests.support.proven_missions import store_mission
 from tests.support.server import ROOT, running_server
 

@@ -14,8 +14,7 @@ from litestar.routes import HTTPRoute
 from litestar.testing import AsyncTestClient
 
 from server.auth import ROLES, Role, RoleGuard
-from tests.conftest import bearer
-from tests.integration.test_http_jobs import assert_problem
+from tests.support.http import assert_problem, bearer
 
 Client = AsyncTestClient[Litestar]
 

@@ -102,7 +102,7 @@ async def test_a_finished_job_settles_to_what_it_really_spent(pool: asyncpg.Pool
     dispatch = dispatcher(pool, gate, BUDGET)
     assert len(await dispatch.run_once()) == 3
     gate.release()
-    assert await dispatch._worker.drain(grace_seconds=10)
+    assert await dispatch.worker.drain(grace_seconds=10)
     # Each job made one model call that the test generator prices at nothing: all settled.
     report = await status(pool, BUDGET)
     assert (report.spent_today_usd, report.reserved_usd) == (0.0, 0.0)

@@ -1,7 +1,6 @@
 """Dispatch in one process: order, fairness, the global cap, lanes, and counting failures."""
 
 import asyncio
-import itertools
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -11,37 +10,10 @@ from generation import jobs
 from generation.dispatcher import Dispatcher
 from generation.jobs import ClaimedJob
 from generation.sweeper import Sweeper
-from generation.worker import PATIENCE_SECONDS, Generator, Worker
+from generation.worker import Worker
+from tests.support.dispatching import MINUTE, dispatcher
 from tests.support.generators import Gated
 from tests.support.jobs import enqueue
-
-MINUTE = timedelta(minutes=1)
-NAMES = itertools.count()
-
-
-def dispatcher(
-    pool: asyncpg.Pool,
-    generator: Generator,
-    *,
-    cap: int = 5,
-    replenish_cap: int = 5,
-    capacity: int | None = None,
-    name: str | None = None,
-    patience_seconds: float = PATIENCE_SECONDS,
-) -> Dispatcher:
-    # Each worker a name of its own: a worker gives back the jobs held under its identity
-    # that it does not run, so two in one process must not share one.
-    worker = Worker(
-        pool,
-        generator,
-        name=name or f"test-worker-{next(NAMES)}",
-        capacity=capacity or cap,
-        patience_seconds=patience_seconds,
-    )
-    sweeper = Sweeper(
-        pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
-    )
-    return Dispatcher(pool, worker, sweeper, global_cap=cap, replenish_cap=replenish_cap)
 
 
 async def test_interactive_before_replenish_and_round_robin_across_users(
@@ -147,6 +119,8 @@ async def test_ticks_and_wake_ups_never_overlap_within_a_process(
     dispatch = dispatcher(pool, gate, cap=3)
     running, highest, runs = 0, 0, 0
     claim = dispatch.claim
+    # The first run's claim is held until every other request has arrived during it.
+    arrived = asyncio.Event()
 
     async def counted_claim(now: datetime | None = None) -> list[ClaimedJob]:
         nonlocal running, highest, runs
@@ -154,7 +128,7 @@ async def test_ticks_and_wake_ups_never_overlap_within_a_process(
         runs += 1
         highest = max(highest, running)
         try:
-            await asyncio.sleep(0.01)  # long enough for the other requests to arrive meanwhile
+            await arrived.wait()
             return await claim(now)
         finally:
             running -= 1
@@ -163,7 +137,8 @@ async def test_ticks_and_wake_ups_never_overlap_within_a_process(
     for _ in range(5):
         dispatch.wake()
     await asyncio.gather(*(dispatch.tick() for _ in range(5)))
-    await asyncio.gather(*dispatch._background)  # the run the first wake-up started
+    arrived.set()
+    await dispatch.settled()
     assert highest == 1, "one run at a time"
     assert 2 <= runs <= 3, "requests during a run make one more run, not one each"
     assert (

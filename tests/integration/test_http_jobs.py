@@ -8,25 +8,11 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from server.auth import Role
-from tests.conftest import bearer
+from tests.support.http import assert_problem, bearer
+from tests.support.jobs import job_count
 
 Client = AsyncTestClient[Litestar]
 BODY = {"user_id": "u-1", "track": "backend-engineer"}
-
-
-def assert_problem(response: Any, status: int, *detail_words: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = response.json()
-    assert body["status"] == status
-    assert body["title"]
-    for word in detail_words:
-        assert word in body["detail"], body["detail"]
-    return body
-
-
-async def job_count(pool: asyncpg.Pool) -> int:
-    return int(await pool.fetchval("SELECT count(*) FROM generation_jobs"))
 
 
 async def test_enqueue_read_and_cancel(client: Client, keys: dict[Role, str]) -> None:

@@ -5,8 +5,7 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from server.auth import Role
-from tests.conftest import bearer
-from tests.integration.test_http_jobs import assert_problem
+from tests.support.http import assert_problem, bearer
 from tests.support.missions import add_mission
 
 Client = AsyncTestClient[Litestar]

@@ -16,8 +16,7 @@ from generation.offline import OfflineProvider
 from generation.pipeline import MissionPipeline
 from pool import waiting
 from server.auth import Role
-from tests.conftest import bearer
-from tests.integration.test_http_jobs import assert_problem
+from tests.support.http import assert_problem, bearer
 from tests.support.pipelines import run_pending
 from tests.support.proven_missions import PROOF, store_mission
 from tests.support.server import ROOT

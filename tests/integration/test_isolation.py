@@ -19,7 +19,7 @@ from generation import admission
 from server.auth import Role
 from server.database import create_pool
 from server.errors import PROBLEM_JSON, exception_handlers
-from tests.conftest import bearer
+from tests.support.http import bearer
 from tests.support.jobs import enqueue
 from tests.support.server import running_server
 

@@ -13,8 +13,8 @@ from generation.finisher import Ending, Failed, Finished, Finisher
 from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
 from generation.worker import Worker
-from tests.integration.test_liveness import PID_MAX
-from tests.support.jobs import enqueue, status_of
+from tests.support.dispatching import PID_MAX
+from tests.support.jobs import claim, enqueue, finish, job_in, status_of
 from tests.support.polling import eventually
 
 queries = Queries("generation")
@@ -23,59 +23,6 @@ STATUSES = ("pending", "generating", "awaiting_review", "completed", "failed", "
 MISSION = 41
 # A process of this machine ("box") that is no longer alive.
 DEAD = f"box:box-host:{PID_MAX + 1}"
-
-
-async def claim(
-    pool: asyncpg.Pool, worker: str = "w:1", now: datetime | None = None, want: int = 10
-) -> list[int]:
-    rows = await pool.fetch(
-        queries["job_claim_within_cap"], want, 100, 100, worker, now, None, 0, 0
-    )
-    return [row["id"] for row in rows]
-
-
-async def finish(
-    pool: asyncpg.Pool,
-    job_id: int,
-    attempt: int,
-    status: str,
-    *,
-    error: str | None = None,
-    mission_id: int | None = None,
-) -> bool:
-    rows = await pool.fetch(
-        queries["jobs_finish_if_generating"],
-        [job_id],
-        [attempt],
-        [status],
-        [error],
-        [mission_id],
-        [None],
-    )
-    return len(rows) == 1
-
-
-async def job_in(
-    pool: asyncpg.Pool,
-    status: str,
-    user_id: str = "user-1",
-    *,
-    worker: str = "w:1",
-    mission_id: int | None = None,
-) -> int:
-    """A job brought to `status` by the real transitions: claimed by `worker` under attempt 1
-    unless pending or cancelled, and finished naming `mission_id`. A claim takes the oldest
-    pending job, so make pending jobs last."""
-    job = await enqueue(pool, user_id)
-    if status == "cancelled":
-        assert await pool.fetchval(queries["job_cancel_if_pending"], job) == job
-    elif status != "pending":
-        assert await claim(pool, worker, want=1) == [job]
-        if status != "generating":
-            error = "it failed" if status == "failed" else None
-            assert await finish(pool, job, 1, status, error=error, mission_id=mission_id)
-    assert (await status_of(pool, job))["status"] == status
-    return job
 
 
 async def row_of(pool: asyncpg.Pool, job_id: int) -> dict[str, object]:

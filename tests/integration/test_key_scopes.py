@@ -15,15 +15,12 @@ from pool import waiting
 from server.app import create_app
 from server.auth import Role, create_key
 from server.settings import Settings
-from tests.conftest import bearer
+from tests.support.http import bearer
 from tests.support.jobs import enqueue
 from tests.support.missions import add_mission
+from tests.support.server import key_id
 
 BODY = {"user_id": "alice", "track": "backend-engineer"}
-
-
-async def key_id(pool: asyncpg.Pool, name: str) -> int:
-    return int(await pool.fetchval("SELECT id FROM api_keys WHERE name = $1", name))
 
 
 async def test_a_candidate_key_cannot_cancel_the_pools_own_jobs(
@@ -41,7 +38,7 @@ async def test_a_candidate_key_cannot_cancel_the_pools_own_jobs(
 async def test_jobs_and_instances_record_the_key_that_made_them(
     pool: asyncpg.Pool, client: AsyncTestClient[Litestar], keys: dict[Role, str]
 ) -> None:
-    app = await key_id(pool, "test-candidate_app")
+    app = await key_id(pool, "candidate_app")
     headers = {**bearer(keys["candidate_app"]), "Idempotency-Key": "k"}
     job = (await client.post("/v1/jobs", json=BODY, headers=headers)).json()["job"]
     await add_mission(pool)

@@ -3,7 +3,6 @@
 import asyncio
 import os
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import asyncpg
 
@@ -12,13 +11,12 @@ from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
 from generation.sweeper import Sweeper
 from generation.worker import Worker
-from tests.integration.test_dispatch import MINUTE, dispatcher
+from tests.support.dispatching import MINUTE, PID_MAX, dispatcher
 from tests.support.generators import Crashing, Gated, Recording
 from tests.support.jobs import enqueue, status_of
 
 # Past the heartbeat timeout (a minute here), not past the hard limit.
 LATER = timedelta(minutes=2)
-PID_MAX = int(Path("/proc/sys/kernel/pid_max").read_text())
 
 
 def sweeper(pool: asyncpg.Pool) -> Sweeper:
@@ -44,7 +42,7 @@ async def test_a_completion_that_commits_first_beats_the_sweeper(pool: asyncpg.P
     dispatch = dispatcher(pool, gate)
     assert len(await dispatch.run_once()) == 1
     gate.release()
-    await settled(dispatch._worker)
+    await settled(dispatch.worker)
     assert (await status_of(pool, job))["status"] == "completed"
     swept = await sweeper(pool).run_once(datetime.now(UTC) + LATER)
     assert swept.stale == []
@@ -60,7 +58,7 @@ async def test_a_sweep_that_commits_first_beats_the_completion(pool: asyncpg.Poo
     swept = await sweeper(pool).run_once(datetime.now(UTC) + LATER)
     assert swept.stale == [job]
     gate.release()
-    await settled(dispatch._worker)
+    await settled(dispatch.worker)
     row = await status_of(pool, job)
     assert row["status"] == "failed"
     assert "stopped heartbeating" in row["error"]
@@ -98,7 +96,7 @@ async def test_a_zombie_worker_changes_nothing_and_starts_no_further_model_call(
     await sweeper(pool).run_once(datetime.now(UTC) + LATER)
     before = await status_of(pool, job)
     zombie.go_on.set()
-    await settled(dispatch._worker)
+    await settled(dispatch.worker)
     assert not zombie.second_started
     assert await status_of(pool, job) == before
     assert [row["outcome"] for row in await ledger_rows(pool, job)] == ["ok"]
@@ -110,7 +108,7 @@ async def test_a_heartbeat_finds_a_lost_job_and_stops_its_generation(pool: async
     dispatch = dispatcher(pool, gate)
     await dispatch.run_once()
     await gate.started.acquire()
-    worker = dispatch._worker
+    worker = dispatch.worker
     assert await worker.heartbeat_once() == []
     await sweeper(pool).run_once(datetime.now(UTC) + LATER)
     [lost] = await worker.heartbeat_once()
@@ -128,7 +126,7 @@ async def test_a_crashed_generation_fails_its_job_with_a_clear_error(pool: async
     job = await enqueue(pool)
     dispatch = dispatcher(pool, Crashing())
     await dispatch.run_once()
-    await settled(dispatch._worker)
+    await settled(dispatch.worker)
     row = await status_of(pool, job)
     assert (row["status"], row["error"]) == (
         "failed",

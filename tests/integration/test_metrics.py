@@ -27,9 +27,9 @@ from server.app import create_app
 from server.auth import Role
 from server.runtime import WorkerRuntime
 from server.settings import Settings
-from tests.conftest import bearer
 from tests.support.generators import Gated
-from tests.support.jobs import enqueue
+from tests.support.http import bearer
+from tests.support.jobs import enqueue, start_generating
 from tests.support.missions import add_mission
 from tests.support.polling import eventually
 from tests.support.server import ROOT, running_server
@@ -72,14 +72,6 @@ async def bill(
         outcome,
         *tokens,
         Decimal(usd),
-    )
-
-
-async def start_generating(pool: asyncpg.Pool, *job_ids: int) -> None:
-    await pool.execute(
-        "UPDATE generation_jobs SET status = 'generating', attempt = 1, worker_id = 'test-host:1',"
-        " started_at = now(), heartbeat_at = now() WHERE id = ANY($1)",
-        list(job_ids),
     )
 
 

@@ -12,8 +12,7 @@ from litestar.testing import AsyncTestClient
 
 from server.auth import Role
 from server.errors import PROBLEM_JSON
-from tests.conftest import bearer
-from tests.integration.test_http_jobs import assert_problem
+from tests.support.http import assert_problem, bearer
 
 Client = AsyncTestClient[Litestar]
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

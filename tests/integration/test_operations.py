@@ -11,7 +11,7 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from server.auth import bootstrap_keys, key_hash
-from tests.integration.test_http_jobs import assert_problem
+from tests.support.http import assert_problem
 from tests.support.server import ROOT, environment
 
 

@@ -15,9 +15,8 @@ from core import domains
 from pool import serving
 from server.auth import Role
 from server.ui.charts import CHART_HEIGHT
-from tests.integration.test_metrics import start_generating
-from tests.integration.test_review_pages import sign_in
-from tests.support.jobs import enqueue
+from tests.support.http import sign_in
+from tests.support.jobs import enqueue, start_generating
 from tests.support.missions import add_mission
 from tests.support.server import ROOT
 

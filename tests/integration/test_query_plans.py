@@ -11,7 +11,7 @@ that is rolled back, so every test sees the same table.
 """
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
@@ -29,6 +29,7 @@ from server.metrics import read_snapshot
 from server.settings import Settings
 from tests.support import postgres
 from tests.support.jobs import LIMITS
+from tests.support.plans import nodes
 from tests.support.server import ROOT
 
 queries = Queries("generation")
@@ -168,12 +169,6 @@ async def executed_plans(
                 plans.append(plan)
     assert plans, f"auto_explain logged no plan that reads {' or '.join(tables)}: {logged}"
     return result, plans
-
-
-def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from nodes(child)
 
 
 def reads_of_jobs(plan: dict[str, Any], table: str = "generation_jobs") -> set[str]:

@@ -10,8 +10,7 @@ import asyncpg
 
 from core.sql import Queries
 from generation import admission
-from tests.integration.test_job_states import claim
-from tests.support.jobs import enqueue
+from tests.support.jobs import claim, enqueue
 
 queries = Queries("generation")
 MANY = admission.AdmissionLimits(user_cap=1000, max_pending=100_000, replenish_max_pending=100_000)

@@ -63,7 +63,7 @@ async def test_the_name_of_a_dead_process_of_this_machine_is_taken_over_at_once(
     await hold(pool, worker_identity("w_1", "box", PID_MAX + 1), silent_for=timedelta(0))
     successor = registration(pool, "box")
     await successor.take()
-    assert await held_by(pool) == successor._worker.id
+    assert await held_by(pool) == successor.worker.id
 
 
 async def test_a_dead_pid_on_another_machine_proves_nothing(pool: asyncpg.Pool) -> None:
@@ -78,7 +78,7 @@ async def test_a_name_silent_past_the_heartbeat_timeout_is_taken_over(
     await hold(pool, worker_identity("w_1", "other-box", 7), silent_for=2 * TIMEOUT)
     successor = registration(pool, "box")
     await successor.take()
-    assert await held_by(pool) == successor._worker.id
+    assert await held_by(pool) == successor.worker.id
 
 
 async def test_a_process_that_lost_its_name_says_so_and_gives_up_only_its_own(
@@ -92,6 +92,6 @@ async def test_a_process_that_lost_its_name_says_so_and_gives_up_only_its_own(
     await old.beat()
     assert "was taken by another process" in caplog.text
     await old.give_up()
-    assert await held_by(pool) == new._worker.id
+    assert await held_by(pool) == new.worker.id
     await new.give_up()
     assert await held_by(pool) is None

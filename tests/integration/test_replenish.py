@@ -33,6 +33,7 @@ from server.settings import Settings
 from tests.support.generators import Gated
 from tests.support.jobs import LIMITS, enqueue
 from tests.support.missions import add_mission
+from tests.support.polling import eventually
 from tests.support.replenish_process import BARRIER_LOCK
 from tests.support.server import ROOT, environment
 
@@ -191,16 +192,22 @@ async def test_two_processes_at_the_same_moment_enqueue_one_set(
             )
             for _ in range(2)
         ]
-        waiting = 0
-        for _ in range(600):
-            waiting = await barrier.fetchval(
-                """SELECT count(*) FROM pg_locks
-                   WHERE locktype = 'advisory' AND NOT granted
-                     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+
+        async def both_waiting() -> int | bool:
+            waiting = int(
+                await barrier.fetchval(
+                    """SELECT count(*) FROM pg_locks
+                       WHERE locktype = 'advisory' AND NOT granted
+                         AND database = (
+                             SELECT oid FROM pg_database WHERE datname = current_database()
+                         )"""
+                )
             )
-            if waiting == 2 or any(process.returncode is not None for process in processes):
-                break
-            await asyncio.sleep(0.05)  # the processes are starting; nothing ages
+            if any(process.returncode is not None for process in processes):
+                return -1  # one ended early: its output says why
+            return waiting if waiting == 2 else False
+
+        waiting = await eventually(both_waiting, 30, "both processes at the barrier")
         await barrier.execute("SELECT pg_advisory_unlock($1)", BARRIER_LOCK)
     finally:
         await barrier.close()
@@ -322,10 +329,7 @@ async def test_a_worker_runs_a_pass_when_it_starts_then_on_its_interval(
     )
     await runtime.start()
     try:
-        for _ in range(200):
-            if await replenish_jobs(pool):
-                break
-            await asyncio.sleep(0.05)  # the scheduler runs the first pass as it starts
+        await eventually(lambda: replenish_jobs(pool), 10, "the first replenishment pass")
     finally:
         await runtime.stop()
     assert await replenish_jobs(pool) == {"sql-data": 3}

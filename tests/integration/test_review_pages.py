@@ -4,7 +4,6 @@ lifetime, for every copy of its cookie."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,29 +20,12 @@ from server.app import create_app
 from server.auth import Role
 from server.settings import Settings
 from server.ui import session
-from tests.integration.test_http_jobs import assert_problem
-from tests.integration.test_reviewer_sessions import key_id
+from tests.support.http import assert_problem, form_token, sign_in
 from tests.support.proven_missions import store_mission
-from tests.support.server import ROOT
+from tests.support.server import ROOT, key_id
 
 Client = AsyncTestClient[Litestar]
 PYTHON = domains.load(ROOT / "domain_map.yaml").domains["python-backend"]
-TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
-
-
-def form_token(page: Any) -> str:
-    match = TOKEN.search(page.text)
-    assert match, "the page has a form with the session's token"
-    return match[1]
-
-
-async def sign_in(client: Client, key: str) -> Any:
-    page = await client.get("/qa/sign-in")
-    return await client.post(
-        "/qa/sign-in",
-        data={"key": key, "next": "/qa", "csrf_token": form_token(page)},
-        follow_redirects=False,
-    )
 
 
 def cookie_attributes(response: Any) -> set[str]:

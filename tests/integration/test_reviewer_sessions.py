@@ -16,18 +16,14 @@ from server.auth import Caller, Role
 from server.reviewer_sessions import KEEP_STOPPED_FOR, SessionRetention
 from server.runtime import WorkerRuntime
 from server.settings import Settings
-from tests.integration.test_query_plans import nodes
 from tests.support.generators import Gated
+from tests.support.plans import nodes
 from tests.support.polling import eventually
+from tests.support.server import key_id
 
 LIFETIME = timedelta(hours=12)
 T0 = datetime(2025, 3, 1, 8, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
-
-
-async def key_id(pool: asyncpg.Pool, role: Role) -> int:
-    found: int = await pool.fetchval("SELECT id FROM api_keys WHERE name = $1", f"test-{role}")
-    return found
 
 
 async def test_a_session_lives_its_lifetime_from_sign_in_and_not_a_moment_more(

@@ -11,9 +11,8 @@ from generation.admission import RETRY_AFTER_SECONDS
 from pool import serving
 from server.auth import Role
 from server.settings import Settings
-from tests.conftest import bearer
-from tests.integration.test_http_jobs import assert_problem, job_count
-from tests.support.jobs import enqueue
+from tests.support.http import assert_problem, bearer
+from tests.support.jobs import enqueue, job_count
 from tests.support.missions import add_mission
 
 Client = AsyncTestClient[Litestar]

@@ -14,7 +14,7 @@ import pytest
 from generation.finisher import Finished
 from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
-from tests.integration.test_dispatch import dispatcher
+from tests.support.dispatching import dispatcher
 from tests.support.faults import Faults
 from tests.support.generators import Gated, Recording
 from tests.support.jobs import enqueue, status_of
@@ -58,7 +58,7 @@ async def test_an_end_that_meets_a_broken_session_is_written_once_a_session_work
     job = await enqueue(faulty_pool)
     dispatch = dispatcher(faulty_pool, Recording())
     await dispatch.run_once()
-    assert await dispatch._worker.drain(grace_seconds=10), "the job's end was never written"
+    assert await dispatch.worker.drain(grace_seconds=10), "the job's end was never written"
     assert (await status_of(faulty_pool, job))["status"] == "completed"
     assert faults.injected == 1
 
@@ -70,7 +70,7 @@ async def test_a_job_whose_end_cannot_be_written_goes_back_to_the_queue(
     job = await enqueue(faulty_pool)
     dispatch = dispatcher(faulty_pool, Recording(), patience_seconds=PATIENCE)
     await dispatch.run_once()
-    assert await dispatch._worker.drain(grace_seconds=10), "the job stayed held for good"
+    assert await dispatch.worker.drain(grace_seconds=10), "the job stayed held for good"
     row = await status_of(faulty_pool, job)
     assert (row["status"], row["attempt"], row["worker_id"]) == ("pending", 2, None)
 
@@ -81,7 +81,7 @@ async def test_a_heartbeat_stops_vouching_for_a_job_whose_end_hangs(
     hold = faults.hold(JOB_END)
     job = await enqueue(faulty_pool)
     dispatch = dispatcher(faulty_pool, Recording(), patience_seconds=PATIENCE)
-    worker = dispatch._worker
+    worker = dispatch.worker
     await dispatch.run_once()
     await hold.reached.wait()
     assert await worker.drain(grace_seconds=10), "a job whose end hangs stayed held"
@@ -97,7 +97,7 @@ async def test_a_stopping_worker_releases_a_job_whose_end_hangs(
     hold = faults.hold(JOB_END)
     job = await enqueue(faulty_pool)
     dispatch = dispatcher(faulty_pool, Recording(), patience_seconds=60)
-    worker = dispatch._worker
+    worker = dispatch.worker
     await dispatch.run_once()
     await hold.reached.wait()
     # The patience is long; the stop gives the end only the stop's own moment to be written.
@@ -117,7 +117,7 @@ async def test_a_heartbeat_racing_a_completion_reports_no_lost_job(
     await dispatch.run_once()
     await gate.started.acquire()
     hold = faults.hold(HEARTBEAT)
-    worker = dispatch._worker
+    worker = dispatch.worker
     # The heartbeat takes its list of held jobs, then the job completes before it writes.
     beat = asyncio.create_task(worker.heartbeat_once())
     await hold.reached.wait()
@@ -151,11 +151,11 @@ async def test_the_jobs_of_a_claim_whose_answer_was_lost_go_back_at_the_next_cla
     assert await dispatch.claim() == []
     stranded = [await status_of(faulty_pool, job) for job in jobs]
     assert [(row["status"], row["worker_id"]) for row in stranded] == [
-        ("generating", dispatch._worker.id)
+        ("generating", dispatch.worker.id)
     ] * 2, "the claim committed; only its answer was lost"
     claimed = await dispatch.claim()
     assert sorted((job.id, job.attempt) for job in claimed) == [(job, 3) for job in jobs]
-    assert sorted(job.id for job in dispatch._worker.running()) == jobs
+    assert sorted(job.id for job in dispatch.worker.running()) == jobs
     gate.release()
 
 
@@ -166,7 +166,7 @@ async def test_a_model_calls_start_whose_answer_was_lost_is_booked_once(
     job = await enqueue(faulty_pool)
     dispatch = dispatcher(faulty_pool, Recording())
     await dispatch.run_once()
-    assert await dispatch._worker.drain(grace_seconds=10)
+    assert await dispatch.worker.drain(grace_seconds=10)
     assert (await status_of(faulty_pool, job))["status"] == "completed"
     assert [tuple(row) for row in await ledger_rows(faulty_pool, job)] == [(1, 1, "ok")]
 
@@ -188,7 +188,7 @@ async def test_a_blip_at_a_model_calls_start_is_waited_out(
     job = await enqueue(faulty_pool)
     dispatch = dispatcher(faulty_pool, CallsTwice())
     await dispatch.run_once()
-    assert await dispatch._worker.drain(grace_seconds=10)
+    assert await dispatch.worker.drain(grace_seconds=10)
     assert (await status_of(faulty_pool, job))["status"] == "completed"
     assert [tuple(row) for row in await ledger_rows(faulty_pool, job)] == [
         (1, 1, "ok"),
@@ -203,7 +203,7 @@ async def test_an_outage_longer_than_the_patience_gives_the_job_back_instead_of_
     job = await enqueue(faulty_pool)
     dispatch = dispatcher(faulty_pool, Recording(), patience_seconds=PATIENCE)
     await dispatch.run_once()
-    assert await dispatch._worker.drain(grace_seconds=10)
+    assert await dispatch.worker.drain(grace_seconds=10)
     row = await status_of(faulty_pool, job)
     assert (row["status"], row["attempt"], row["error"]) == ("pending", 2, None)
     assert await ledger_rows(faulty_pool, job) == []

@@ -10,6 +10,18 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+def until(check: Callable[[], T | None], within: float, what: str, *, every: float = 0.1) -> T:
+    """`eventually` for code that may not await: a thread, or a test outside the event loop."""
+    deadline = time.monotonic() + within
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
+        time.sleep(every)
+
+
 async def eventually(
     check: Callable[[], Awaitable[T | None]], within: float, what: str, *, every: float = 0.05
 ) -> T:

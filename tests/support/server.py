@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ import asyncpg
 import httpx
 
 from server.auth import ROLES, Role, create_key
+from tests.support.polling import until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,14 +111,20 @@ def running_server(
 
 
 def wait_ready(url: str, process: Process, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if process.popen.poll() is not None:
             raise RuntimeError(f"the server exited early:\n{process.output()}")
         try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
+            return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
         except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"the server did not become ready:\n{process.output()}")
+            return False
+
+    try:
+        until(ready, timeout, "the server to become ready")
+    except AssertionError:
+        raise RuntimeError(f"the server did not become ready:\n{process.output()}") from None
+
+
+async def key_id(pool: asyncpg.Pool, role: Role) -> int:
+    found: int = await pool.fetchval("SELECT id FROM api_keys WHERE name = $1", f"test-{role}")
+    return found

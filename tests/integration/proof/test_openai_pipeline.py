@@ -27,7 +27,7 @@ from generation.worker import Worker
 from pool import waiting
 from qa.proof import Prover
 from server.auth import Role
-from tests.conftest import bearer
+from tests.support.http import bearer
 from tests.support.openai_stub import USAGE, Behaviour, OpenAIStub, StubServer
 from tests.support.proving import require
 

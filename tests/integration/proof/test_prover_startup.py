@@ -15,6 +15,7 @@ import pytest
 
 from qa.policy import judge_gold
 from qa.proof import ProofUnavailable, Prover
+from tests.support.polling import eventually
 from tests.support.proving import leftovers, require
 from tests.support.tools import need, need_command
 
@@ -198,8 +199,11 @@ async def test_a_cancelled_run_leaves_nothing_behind(
 ) -> None:
     require(hostile_prover, "python", "untrusted")
     run = asyncio.create_task(hostile_prover.run("python", SOLUTION, SPIN, trust="untrusted"))
-    await asyncio.sleep(1)
 
+    async def spinning() -> bool:
+        return bool(leftovers(hostile_prover.slot_uids, work_root, hostile_prover.slot_cgroups))
+
+    await eventually(spinning, 30, "the run to be under way")
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
@@ -222,14 +226,16 @@ async def test_a_cancelled_sql_run_drops_its_database(
     )
     admin = await asyncpg.connect(postgres_server)
     try:
-        database = None
-        while database is None:
-            await asyncio.sleep(0.1)
-            database = await admin.fetchval(
+
+        async def sleeping_run() -> str | None:
+            found: str | None = await admin.fetchval(
                 "SELECT datname FROM pg_stat_activity WHERE query LIKE '%' || $1 || '%' "
                 "AND application_name = 'warmpool proof'",
                 marker,
             )
+            return found
+
+        database = await eventually(sleeping_run, 30, "the run's query to be under way")
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from qa.policy import judge_sabotage
 from qa.proof import Prover
-from tests.integration.proof.samples import PYTHON
+from tests.support.proof_samples import PYTHON
 from tests.support.proving import require
 
 # Caps discounts at half price: only the three-quarters test notices.

@@ -22,8 +22,8 @@ from qa.policy import judge_gold
 from qa.proof import Prover
 from qa.slots import Slot
 from qa.sql_runner import SqlRunner
-from tests.integration.proof.samples import SQL
 from tests.support.private_postgres import PrivatePostgres
+from tests.support.proof_samples import SQL
 from tests.support.proving import require
 from tests.support.tools import need, need_command
 

@@ -10,7 +10,7 @@ import pytest
 from qa.policy import judge_gold, judge_sabotage
 from qa.proof import Prover
 from qa.results import Trust
-from tests.integration.proof.samples import JAVASCRIPT, PYTHON, SAMPLES, SQL, Sample
+from tests.support.proof_samples import JAVASCRIPT, PYTHON, SAMPLES, SQL, Sample
 from tests.support.proving import require
 
 CONFINEMENT = {

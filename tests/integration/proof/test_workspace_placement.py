@@ -13,8 +13,8 @@ import pytest
 
 from qa.proof import Prover
 from qa.results import Trust
-from tests.integration.proof.samples import PYTHON
 from tests.support import proving
+from tests.support.proof_samples import PYTHON
 
 
 @pytest.fixture
