@@ -88,6 +88,17 @@ async def enqueue(
     raise QueueFull(row["pending"], limit)
 
 
+async def active_interactive_job(connection: Connection, user_id: str, track: str) -> int | None:
+    """Inside a transaction: the user's interactive job for `track` still under way (pending,
+    generating or awaiting review), if any. Takes the user's lock, so the answer holds until
+    the transaction ends: no other enqueue for the user can commit meanwhile."""
+    await connection.execute(queries["user_lock"], user_id)
+    job_id: int | None = await connection.fetchval(
+        queries["job_active_interactive_of_user_track"], user_id, track
+    )
+    return job_id
+
+
 async def wake_dispatchers(connection: Executor) -> None:
     """Tell every worker there is new work; without it they find it on their next tick."""
     await connection.execute(queries["dispatchers_wake"])

@@ -42,6 +42,15 @@ inserted AS (
 SELECT (SELECT id FROM inserted) AS job_id, active.jobs AS active_jobs, depth.pending
 FROM active, depth;
 
+-- name: job_active_interactive_of_user_track
+-- The user's interactive job for this track that is still under way, if any; exact when the
+-- caller holds user_lock, as no other enqueue for the user can commit meanwhile.
+SELECT id FROM generation_jobs
+WHERE user_id = $1::text AND track = $2::text AND lane = 'interactive'
+  AND status IN ('pending', 'generating', 'awaiting_review')
+ORDER BY id
+LIMIT 1;
+
 -- name: dispatchers_wake
 -- Sent after the enqueue has committed, in a transaction of its own that writes nothing:
 -- a NOTIFY inside the enqueue would hold Postgres's cluster-wide notify lock across that

@@ -1,7 +1,7 @@
-"""What a candidate app asks for a user: a mission instance served from stock, else an
-interactive generation enqueued for them; or such a generation outright. Each request runs in
-one transaction under its idempotency key, so a retry returns the first answer and makes
-nothing new."""
+"""What a candidate app asks for a user: a mission instance served from stock, else the
+interactive generation under way for them, else a new one enqueued; or a generation outright.
+Each request runs in one transaction under its idempotency key, so a retry returns the first
+answer and makes nothing new."""
 
 from __future__ import annotations
 
@@ -59,7 +59,11 @@ async def serve_or_enqueue(
         )
         if instance is not None:
             return idempotency.Remembered(job_id=None, instance_id=int(instance.id))
-        job_id = await _enqueue(connection, request, limits, metrics)
+        # A user who asks again while their generation is under way gets that job, whatever
+        # the request's key: a click more never pays for a second generation.
+        job_id = await admission.active_interactive_job(connection, request.user_id, request.track)
+        if job_id is None:
+            job_id = await _enqueue(connection, request, limits, metrics)
         return idempotency.Remembered(job_id=job_id, instance_id=None)
 
     return await _answered(db, request, create)

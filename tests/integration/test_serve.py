@@ -1,19 +1,24 @@
 """POST /v1/serve and the instances: the contract, the domain guard, idempotency, and the
 queue's refusals when a serve has to enqueue."""
 
+import asyncio
 from typing import Any
 
 import asyncpg
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from core import domains, idempotency
 from generation.admission import RETRY_AFTER_SECONDS
-from pool import serving
+from pool import requests, serving
+from pool.guard import allowed_domains
 from server.auth import Role
+from server.routes.common import UserTrack
 from server.settings import Settings
 from tests.support.http import assert_problem, bearer
-from tests.support.jobs import enqueue, job_count
+from tests.support.jobs import LIMITS, enqueue, job_count
 from tests.support.missions import add_mission
+from tests.support.server import ROOT
 
 Client = AsyncTestClient[Litestar]
 BACKEND = {"user_id": "ada", "track": "backend-engineer"}
@@ -201,8 +206,16 @@ async def what_a_serve_leaves(pool: asyncpg.Pool) -> tuple[int, int, int]:
 async def test_a_serve_over_the_users_active_job_cap_is_429_and_creates_nothing(
     client: Client, keys: dict[Role, str], pool: asyncpg.Pool
 ) -> None:
-    for _ in range(3):
-        assert (await serve(client, keys, BACKEND)).status_code == 202, "no stock: a job"
+    # Three active jobs of ada's on other tracks (a serve of one track answers with the job
+    # under way for it instead of enqueueing another).
+    headers = bearer(keys["candidate_app"])
+    for number, track in enumerate(["frontend-engineer", "frontend-engineer", "marketing-manager"]):
+        enqueued = await client.post(
+            "/v1/jobs",
+            json={"user_id": "ada", "track": track},
+            headers=headers | {"Idempotency-Key": f"other-track-{number}"},
+        )
+        assert enqueued.status_code == 202, enqueued.text
     before = await what_a_serve_leaves(pool)
     refused = await serve(client, keys, BACKEND, key="a-fourth")
     assert_problem(refused, 429, "'ada' already has 3 active jobs", "cancel a pending one")
@@ -225,3 +238,44 @@ async def test_a_serve_with_the_queue_at_its_depth_limit_is_503_and_creates_noth
     assert_problem(shed, 503, "queue is full", f"limit {settings.max_pending}")
     assert shed.headers["retry-after"] == str(RETRY_AFTER_SECONDS)
     assert await what_a_serve_leaves(pool) == before
+
+
+def user_request(key: str, key_id: int = 1) -> requests.UserRequest:
+    """What POST /v1/serve asks for ada under the Idempotency-Key `key`."""
+    body = UserTrack(user_id=BACKEND["user_id"], track=BACKEND["track"])
+    return requests.UserRequest(
+        user_id=body.user_id,
+        track=body.track,
+        domains=allowed_domains(domains.load(ROOT / "domain_map.yaml"), body.track),
+        key_id=key_id,
+        caller=f"key:{key_id}",
+        idempotency_key=key,
+        fingerprint=idempotency.fingerprint("POST /v1/serve", body),
+    )
+
+
+async def test_a_user_who_asks_again_meanwhile_gets_the_job_under_way(
+    pool: asyncpg.Pool, client: Client, keys: dict[Role, str]
+) -> None:
+    # Three clicks at once, each with its own key, from three connections.
+    answers = await asyncio.gather(
+        *(
+            requests.serve_or_enqueue(pool, user_request(f"click-{n}"), limits=LIMITS)
+            for n in range(3)
+        )
+    )
+    # Three more, one after another, over HTTP.
+    answers_over_http = [await serve(client, keys, BACKEND, key=f"again-{n}") for n in range(3)]
+    assert await job_count(pool) == 1, "one generation, however often the user asked"
+    [job] = {answer.job.id for answer in answers if answer.job is not None}
+    assert all(answer.instance is None for answer in answers)
+    assert [answer.status_code for answer in answers_over_http] == [202] * 3
+    assert {answer.json()["job"]["id"] for answer in answers_over_http} == {job}
+    # Stock that arrives meanwhile does not change the answer while the job is under way.
+    await add_mission(pool, "python-backend")
+    assert (await serve(client, keys, BACKEND, key="stocked")).json()["job"]["id"] == job
+    # POST /v1/jobs keeps its meaning: a generation of its own.
+    headers = bearer(keys["candidate_app"]) | {"Idempotency-Key": "explicit"}
+    explicit = await client.post("/v1/jobs", json=BACKEND, headers=headers)
+    assert explicit.status_code == 202
+    assert explicit.json()["job"]["id"] != job
