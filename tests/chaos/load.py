@@ -47,11 +47,14 @@ class Load:
         due: asyncio.Queue[tuple[int, Offer]] = asyncio.Queue()
         for index, offer in enumerate(self.offers):
             due.put_nowait((index, offer))
+        await asyncio.gather(*(self._lane(due, started, lane) for lane in range(self.concurrency)))
+
+    async def _lane(self, due: asyncio.Queue[tuple[int, Offer]], started: float, lane: int) -> None:
+        """A client of each lane's own: one client's pool looks at every connection it holds on
+        every request, which costs more than the requests once it holds dozens."""
         headers = {"Authorization": f"Bearer {self.api_key}"}
         async with httpx.AsyncClient(headers=headers, timeout=30) as client:
-            await asyncio.gather(
-                *(self._offer_all(client, due, started, lane) for lane in range(self.concurrency))
-            )
+            await self._offer_all(client, due, started, lane)
 
     async def _offer_all(
         self,
