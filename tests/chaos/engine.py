@@ -1,9 +1,10 @@
 """The chaos run, shared by the test command's short form (tests/chaos/test_chaos.py) and the
 long form (bench/chaos.py): API processes and workers of the real command line on one private
-PostgreSQL, jobs through the offline provider over HTTP, and meanwhile workers killed with
-SIGKILL at random moments (each replaced), one rolling restart with SIGTERM and one PostgreSQL
-restart. Then the system drains, and the run reports what the tables and the sampler saw, with
-every breach of the queue's promises.
+PostgreSQL, jobs through the offline provider over HTTP, and meanwhile the database's default
+isolation set to REPEATABLE READ, warmpool's sessions terminated twice a second for a while,
+one PostgreSQL restart, workers killed with SIGKILL at random moments (each replaced) and one
+rolling restart with SIGTERM. Then the system drains, and the run reports what the tables and
+the sampler saw, with every breach of the queue's promises.
 """
 
 from __future__ import annotations
@@ -15,14 +16,22 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from itertools import zip_longest
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import httpx
 
 from core.sql import DATABASE_ERRORS
 from tests.chaos.cluster import Cluster, Place
-from tests.chaos.load import Load
+from tests.chaos.faults import (
+    ISOLATION_DEFAULT,
+    OBSERVER_SETTINGS,
+    connect_observer,
+    default_to_repeatable_read,
+    terminate_sessions,
+)
+from tests.chaos.load import Load, Pace
+from tests.chaos.recovery import Recovery, back_to_rate
 from tests.chaos.report import Kill, Report
 from tests.chaos.sampler import Sampler
 from tests.chaos.scenario import DOMAIN_MAP, Scenario
@@ -36,6 +45,13 @@ CLAIMED_SINCE = """
 SELECT coalesce(array_agg(DISTINCT worker_id), '{}') FROM generation_jobs
 WHERE started_at >= $1::timestamptz
 """
+
+# How long the stuck check watches at least, once it begins, before the next fault may come.
+STUCK_WATCH_SECONDS = 1.0
+# The load's pace is measured over this long before the PostgreSQL stop and after its start.
+AROUND_RESTART_SECONDS = 5.0
+
+T = TypeVar("T")
 
 
 async def run(scenario: Scenario, log_dir: Path) -> Report:
@@ -56,7 +72,9 @@ async def _run_on(postgres: PrivatePostgres, scenario: Scenario, log_dir: Path) 
         postgres.url, settings, log_dir, apis=scenario.apis, workers=scenario.workers
     )
     # No connection floor to restore after the PostgreSQL restart: connections are made on use.
-    database = await asyncpg.create_pool(postgres.url, min_size=0, max_size=3)
+    database = await asyncpg.create_pool(
+        postgres.url, min_size=0, max_size=3, ssl=False, server_settings=OBSERVER_SETTINGS
+    )
     try:
         await cluster.start_all()
         report = await Chaos(scenario, cluster, postgres, database).run(keys["candidate_app"])
@@ -88,6 +106,12 @@ class Chaos:
         self.rolled: list[str] = []
         self.postgres_restarts = 0
         self.recovered_in: float | None = None
+        # From the PostgreSQL stop's start to the moment it answered again.
+        self.restarted: tuple[float, float] | None = None
+        self.terminated = 0
+        # What a session made after the default changed began its transactions in.
+        self.isolation: str | None = None
+        self.recoveries: list[Recovery] = []
         self.problems: list[str] = []
         self._starting: list[asyncio.Task[None]] = []
         self._started = time.monotonic()
@@ -99,7 +123,12 @@ class Chaos:
     async def run(self, api_key: str) -> Report:
         s = self.scenario
         load = Load(
-            [place.url for place in self.cluster.apis], api_key, s.offers(), s.seconds, seed=s.seed
+            [place.url for place in self.cluster.apis],
+            api_key,
+            s.offers(),
+            s.seconds,
+            concurrency=s.lanes,
+            seed=s.seed,
         )
         stop_sampling = asyncio.Event()
         sampling = asyncio.create_task(self.sampler.run(stop_sampling))
@@ -112,6 +141,15 @@ class Chaos:
         finally:
             stop_sampling.set()
             await sampling
+        for recovery in self.recoveries:
+            recovery.assess(
+                self.sampler.oldest,
+                self.sampler.ended,
+                bound=s.reclaim_bound,
+                rate=s.recovery_share * s.rate,
+                window=s.rate_window,
+                ended_by=time.monotonic(),
+            )
         verdict = await judge(self.database, load.accepted)
         held = [job for kill in self.kills for job in kill.held]
         ended = {
@@ -122,6 +160,7 @@ class Chaos:
         }
         for kill in self.kills:
             kill.endings = dict(Counter(ended[job] for job in kill.held))
+        pace = self._restart_pace(load)
         return Report(
             scenario=s,
             verdict=verdict,
@@ -131,8 +170,12 @@ class Chaos:
             rolled=self.rolled,
             postgres_restarts=self.postgres_restarts,
             recovered_in=self.recovered_in,
+            restart_pace=pace,
+            terminated=self.terminated,
+            isolation=self.isolation,
+            recoveries=self.recoveries,
             seconds=time.monotonic() - self._started,
-            problems=self._problems(verdict, load),
+            problems=self._problems(verdict, load) + self._recovery_problems(pace),
         )
 
     async def _offer(self, load: Load) -> None:
@@ -141,15 +184,23 @@ class Chaos:
         self._say(f"the API accepted {len(load.accepted)} jobs")
 
     async def _events(self) -> None:
-        """The PostgreSQL restart first, so that the workers have jobs to claim after it; then
-        the kills and the rolling restart in a random order. Each event comes at a random
-        moment of its own share of the first 60% of the load's time, so that the last one
-        still finds work; one that overran its share delays the next.
+        """The database's default isolation changed first, so that the sessions which the
+        PostgreSQL restart and the terminations make warmpool open anew begin under it; then the
+        restart, while the load is still steady and so that the workers have jobs to claim
+        after it; then the terminations; then the kills and the rolling restart in a random
+        order. Each event comes at a random moment of its own share of the first 60% of the
+        load's time, so that the last one still finds work; one that overran its share delays
+        the next; the restart and the terminations wait for the system to recover before the
+        next (see _recovering).
         """
         events: list[Callable[[], Awaitable[None]]] = [self._kill] * self.scenario.kills
         events.append(self._rolling_restart)
         self.rng.shuffle(events)
-        events.insert(0, self._restart_postgres)
+        events[:0] = [
+            self._default_to_repeatable_read,
+            self._restart_postgres,
+            self._terminate_sessions,
+        ]
         share = 0.6 * self.scenario.seconds / len(events)
         started = time.monotonic()
         try:
@@ -157,6 +208,7 @@ class Chaos:
                 at = started + share * (index + self.rng.uniform(0.1, 0.9))
                 await asyncio.sleep(max(0.0, at - time.monotonic()))
                 await self._successors_ready()
+                self._stuck_checks_end()
                 await event()
             await self._successors_ready()
         finally:
@@ -215,15 +267,68 @@ class Chaos:
             self._say(f"rolling restart: {place.name} pid {stopping} stopped, {place.pid} ready")
             self.rolled.append(place.name)
 
+    async def _default_to_repeatable_read(self) -> None:
+        await self._retried(default_to_repeatable_read)
+        # A session made now must begin in it, or the phase would test nothing.
+        connection = await connect_observer(self.postgres.url)
+        try:
+            self.isolation = await connection.fetchval("SHOW transaction_isolation")
+        finally:
+            await connection.close()
+        self._say(f"the database's default isolation set: new sessions begin in {self.isolation}")
+
+    async def _terminate_sessions(self) -> None:
+        s = self.scenario
+        rounds = int(s.terminate_seconds / s.terminate_every) + 1
+        started = time.monotonic()
+        for index in range(rounds):
+            await asyncio.sleep(max(0.0, started + index * s.terminate_every - time.monotonic()))
+            self.terminated += await self._retried(terminate_sessions)
+        stopped = time.monotonic()
+        self._say(f"{self.terminated} sessions terminated in {rounds} rounds")
+        await self._recovering("session terminations", started, stopped)
+
     async def _restart_postgres(self) -> None:
+        stopping = time.monotonic()
         await asyncio.to_thread(self.postgres.stop)
         self._say("PostgreSQL stopped (immediate)")
         await asyncio.sleep(self.scenario.postgres_down)
         await asyncio.to_thread(self.postgres.start)
         self._say("PostgreSQL started")
         restarted = time.monotonic()
+        self.restarted = (stopping, restarted)
         self.postgres_restarts += 1
         await self._recovered(restarted)
+        await self._recovering("PostgreSQL restart", stopping, restarted)
+
+    async def _recovering(self, fault: str, began_at: float, stopped_at: float) -> None:
+        """The next fault waits until completions are back to the offered rate and the stuck
+        check has watched for a while, or until the time allowed for both has passed."""
+        s = self.scenario
+        self.recoveries.append(Recovery(fault, began_at, stopped_at))
+        watched = stopped_at + s.reclaim_bound + STUCK_WATCH_SECONDS
+        deadline = max(watched, stopped_at + s.recovery_within)
+        back: float | None = None
+        while time.monotonic() < deadline:
+            back = back_to_rate(
+                self.sampler.ended, stopped_at, s.recovery_share * s.rate, s.rate_window
+            )
+            if back is not None and time.monotonic() >= watched:
+                break
+            await asyncio.sleep(0.1)
+        after = "not" if back is None else f"{back:.1f}s after the {fault}"
+        self._say(f"completions back to {s.recovery_share:.0%} of the offered rate: {after}")
+
+    def _stuck_checks_end(self) -> None:
+        """A fault begins: the stuck check of the one before ends."""
+        for recovery in self.recoveries:
+            if recovery.until is None:
+                recovery.until = time.monotonic()
+
+    def _restart_pace(self, load: Load) -> Pace | None:
+        if self.restarted is None:
+            return None
+        return load.pace(*self.restarted, AROUND_RESTART_SECONDS)
 
     async def _recovered(self, restarted: float, within: float = 30) -> None:
         """Every process works again: each API process answers ready, and each worker claims
@@ -247,12 +352,15 @@ class Chaos:
 
     async def _query(self, query: str, *arguments: object) -> Any:
         """One value; the pool's connections broken by the restart are made again."""
+        return await self._retried(lambda database: database.fetchval(query, *arguments))
+
+    async def _retried(self, use: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
         for _ in range(100):
             try:
-                return await self.database.fetchval(query, *arguments)
+                return await use(self.database)
             except DATABASE_ERRORS:
                 await asyncio.sleep(0.1)
-        return await self.database.fetchval(query, *arguments)
+        return await use(self.database)
 
     async def _drain(self) -> None:
         deadline = time.monotonic() + self.scenario.drain_within
@@ -282,6 +390,35 @@ class Chaos:
                     f"the jobs of killed worker {kill.worker_id} were reclaimed after "
                     f"{seconds}s, beyond {s.reclaim_bound:g}s"
                 )
+        if self.isolation != ISOLATION_DEFAULT:
+            problems.append(f"a new session began in {self.isolation}, not {ISOLATION_DEFAULT}")
+        if self.terminated == 0:
+            problems.append("the terminations found no session of warmpool's to end")
+        return problems
+
+    def _recovery_problems(self, pace: Pace | None) -> list[str]:
+        s = self.scenario
+        problems = []
+        for r in self.recoveries:
+            if r.oldest is None:
+                problems.append(f"after the {r.fault}: no sample of the generating jobs")
+            elif r.oldest.age > s.reclaim_bound:
+                problems.append(
+                    f"after the {r.fault}: job {r.oldest.job_id} generating for "
+                    f"{r.oldest.age:.2f}s from {s.reclaim_bound:g}s after it on, beyond "
+                    f"{s.reclaim_bound:g}s"
+                )
+            if r.back_in is None or r.back_in > s.recovery_within:
+                after = "never" if r.back_in is None else f"after {r.back_in:.2f}s"
+                problems.append(
+                    f"after the {r.fault}: completions back to {s.recovery_share:.0%} of "
+                    f"{s.rate:g} jobs/s {after}, not within {s.recovery_within:g}s"
+                )
+        if pace is not None and pace.offered_before < s.recovery_share * s.rate:
+            problems.append(
+                f"the load offered {pace.offered_before:.1f} jobs/s before the PostgreSQL "
+                f"restart, below {s.recovery_share:.0%} of its {s.rate:g} jobs/s: no steady load"
+            )
         return problems
 
 

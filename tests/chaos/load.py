@@ -39,11 +39,15 @@ class Load:
     seed: int = 0
     # Idempotency key -> the job id the API answered with.
     accepted: dict[str, str] = field(default_factory=dict)
+    # When each job was first sent, and when each was accepted (the first time).
+    offered_at: list[float] = field(default_factory=list)
+    accepted_at: list[float] = field(default_factory=list)
     answers: Counter[str] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
+    started: float | None = None
 
     async def run(self) -> None:
-        started = time.monotonic()
+        self.started = started = time.monotonic()
         due: asyncio.Queue[tuple[int, Offer]] = asyncio.Queue()
         for index, offer in enumerate(self.offers):
             due.put_nowait((index, offer))
@@ -68,6 +72,7 @@ class Load:
         while not due.empty():
             index, offer = due.get_nowait()
             await asyncio.sleep(max(0.0, started + index * pace - time.monotonic()))
+            self.offered_at.append(time.monotonic())
             job_id = await self._offer(client, index, offer, rng)
             if job_id is None:
                 continue
@@ -106,6 +111,36 @@ class Load:
         return None
 
     def _accept(self, offer: Offer, job_id: str) -> None:
-        previous = self.accepted.setdefault(offer.key, job_id)
-        if previous != job_id:
+        previous = self.accepted.get(offer.key)
+        if previous is None:
+            self.accepted[offer.key] = job_id
+            self.accepted_at.append(time.monotonic())
+        elif previous != job_id:
             self.problems.append(f"{offer.key}: accepted as job {previous}, then as {job_id}")
+
+    def pace(self, until: float, since: float, seconds: float) -> Pace:
+        """Jobs per second offered and accepted in the `seconds` up to `until` (from the start
+        of the load at most), and accepted in the `seconds` from `since` on."""
+        assert self.started is not None, "the load has run"
+        before = max(until - seconds, self.started)
+        return Pace(
+            before=until - before,
+            after=seconds,
+            offered_before=_per_second(self.offered_at, before, until),
+            accepted_before=_per_second(self.accepted_at, before, until),
+            accepted_after=_per_second(self.accepted_at, since, since + seconds),
+        )
+
+
+@dataclass
+class Pace:
+    # The windows' lengths, in seconds.
+    before: float
+    after: float
+    offered_before: float
+    accepted_before: float
+    accepted_after: float
+
+
+def _per_second(moments: Sequence[float], start: float, end: float) -> float:
+    return sum(start <= moment < end for moment in moments) / (end - start)

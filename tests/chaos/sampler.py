@@ -1,6 +1,8 @@
 """Watching a chaos run from the database: every few milliseconds, from a connection of its
 own that is made again after an outage, how many jobs are generating (the global cap must
-hold) and which workers hold them (a killed worker's jobs must be reclaimed in time)."""
+hold), which workers hold them (a killed worker's jobs must be reclaimed in time) and how long
+the oldest has been generating (none may stay once a fault is over); every tenth of a second,
+how many jobs have ended (completions must come back to the offered rate)."""
 
 from __future__ import annotations
 
@@ -8,15 +10,33 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import asyncpg
 
 from core.sql import DATABASE_ERRORS
+from tests.chaos.faults import connect_observer
+from tests.chaos.verdict import FINAL_STATUSES
 
+# The oldest's age on the database's clock, which set started_at.
 IN_FLIGHT = """
-SELECT count(*)::int AS in_flight, coalesce(array_agg(DISTINCT worker_id), '{}') AS holders
+SELECT count(*)::int AS in_flight, coalesce(array_agg(DISTINCT worker_id), '{}') AS holders,
+       coalesce(extract(epoch FROM now() - min(started_at)), 0)::float8 AS oldest_age,
+       (array_agg(id ORDER BY started_at))[1] AS oldest_id
 FROM generation_jobs WHERE status = 'generating'
 """
+
+# Reads every job: sampled less often than the in-flight rows, which a partial index finds.
+ENDED = "SELECT count(*)::int FROM generation_jobs WHERE status = ANY($1::text[])"
+ENDINGS = sorted(FINAL_STATUSES)
+
+
+class Oldest(NamedTuple):
+    """The oldest generating job in a sample (age 0 and no id when none was generating)."""
+
+    at: float
+    age: float
+    job_id: int | None
 
 
 @dataclass
@@ -35,15 +55,21 @@ class Reclaim:
 
 
 class Sampler:
-    def __init__(self, database_url: str, every_seconds: float = 0.005) -> None:
+    def __init__(
+        self, database_url: str, every_seconds: float = 0.005, ended_every_seconds: float = 0.1
+    ) -> None:
         self._url = database_url
         self._every = every_seconds
+        self._ended_every = ended_every_seconds
         self.samples = 0
         self.highest = 0
         self.failed_samples = 0
         # Between two samples that both answered: the resolution of the reclaim times.
         self.longest_gap = 0.0
         self.holders: frozenset[str] = frozenset()
+        self.oldest: list[Oldest] = []
+        # (when the sample was sent, how many jobs had ended by then)
+        self.ended: list[tuple[float, int]] = []
         self._reclaims: list[Reclaim] = []
 
     def watch(self, worker_id: str, killed_at: float) -> Reclaim:
@@ -65,12 +91,18 @@ class Sampler:
     async def run(self, stop: asyncio.Event) -> None:
         connection: asyncpg.Connection | None = None
         last: float | None = None
+        ended_due = 0.0
         try:
             while not stop.is_set():
                 try:
                     if connection is None or connection.is_closed():
-                        connection = await asyncpg.connect(self._url, timeout=1)
+                        connection = await connect_observer(self._url, within_seconds=1)
                     sent = time.monotonic()
+                    if sent >= ended_due:
+                        ended = await connection.fetchval(ENDED, ENDINGS, timeout=1)
+                        self.ended.append((sent, ended))
+                        ended_due = sent + self._ended_every
+                        sent = time.monotonic()
                     row = await connection.fetchrow(IN_FLIGHT, timeout=1)
                 except DATABASE_ERRORS:
                     self.failed_samples += 1
@@ -81,6 +113,7 @@ class Sampler:
                 arrived = time.monotonic()
                 assert row is not None, "an aggregate returns one row"
                 self._record(row["in_flight"], frozenset(row["holders"]), sent, arrived)
+                self.oldest.append(Oldest(sent, row["oldest_age"], row["oldest_id"]))
                 if last is not None:
                     self.longest_gap = max(self.longest_gap, arrived - last)
                 last = arrived

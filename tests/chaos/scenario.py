@@ -38,6 +38,9 @@ class Scenario:
     seconds: float
     kills: int
     python_share: float = 0.05
+    # Requests the load keeps under way at once: enough to hold its pace while some wait out
+    # a shed or an outage.
+    lanes: int = 8
     apis: int = 2
     workers: int = 4
     global_cap: int = 6
@@ -52,16 +55,31 @@ class Scenario:
     # six by default).
     rolling: int = 6
     postgres_down: float = 1.0
+    # Every session of warmpool's processes is terminated every `terminate_every` seconds for
+    # this long.
+    terminate_seconds: float = 3.0
+    terminate_every: float = 0.5
     # Beyond the heartbeat timeout plus one tick: the sampler's resolution and the scheduling
     # of a loaded machine (a late heartbeat or tick), within which a reclaim still counts as
     # on time.
     reclaim_margin: float = 1.0
+    # Once a fault phase (the terminations, the PostgreSQL restart) stops, completions must be
+    # back to this share of the offered rate, over a window of `rate_window` seconds, within
+    # `recovery_within` seconds.
+    recovery_share: float = 0.8
+    rate_window: float = 2.0
+    recovery_within: float = 10.0
     drain_within: float = 120.0
     seed: int = 0
 
     @property
     def reclaim_bound(self) -> float:
         return self.heartbeat_timeout + self.tick + self.reclaim_margin
+
+    @property
+    def rate(self) -> float:
+        """Jobs offered per second."""
+        return self.jobs / self.seconds
 
     def settings(self) -> dict[str, str]:
         return {

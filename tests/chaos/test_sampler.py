@@ -1,11 +1,13 @@
-"""The chaos suite's sampler on a table the test moves by hand: the highest in-flight count,
-and a killed worker's reclaim, which a claim committed after the kill starts anew."""
+"""The chaos suite's sampler on a table the test moves by hand: the highest in-flight count, a
+killed worker's reclaim, which a claim committed after the kill starts anew, the oldest
+generating job's age and the count of jobs ended."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from itertools import pairwise
 
 import asyncpg
 import pytest
@@ -24,11 +26,15 @@ async def sampler(database_url: str) -> AsyncIterator[Sampler]:
     await running
 
 
-async def claim(pool: asyncpg.Pool, worker_id: str) -> int:
+async def claim(pool: asyncpg.Pool, worker_id: str, seconds_ago: float = 0) -> int:
     job_id: int = await pool.fetchval(
-        """INSERT INTO generation_jobs (lane, domain, status, attempt, worker_id, fair_time)
-           VALUES ('replenish', 'marketing-copy', 'generating', 1, $1, now()) RETURNING id""",
+        """INSERT INTO generation_jobs
+               (lane, domain, status, attempt, worker_id, fair_time, started_at)
+           VALUES ('replenish', 'marketing-copy', 'generating', 1, $1, now(),
+                   now() - make_interval(secs => $2))
+           RETURNING id""",
         worker_id,
+        seconds_ago,
     )
     return job_id
 
@@ -73,3 +79,31 @@ async def _reclaimed(reclaim: Reclaim) -> bool:
 
 async def _not_reclaimed(reclaim: Reclaim) -> bool:
     return reclaim.reclaimed_at is None
+
+
+async def test_the_oldest_generating_job_and_the_jobs_ended(
+    pool: asyncpg.Pool, sampler: Sampler
+) -> None:
+    await claim(pool, "alive:1", seconds_ago=60)
+    await claim(pool, "alive:2", seconds_ago=5)
+    await eventually(lambda: _oldest_beyond(sampler, 60), 5, "the oldest job sampled")
+    await eventually(lambda: _ended(sampler, 0), 5, "no job ended yet")
+
+    await sweep(pool, "alive:1")
+    await eventually(lambda: _ended(sampler, 1), 5, "the swept job ended")
+    await eventually(lambda: _oldest_below(sampler, 60), 5, "the younger job the oldest")
+
+    assert 5 <= sampler.oldest[-1].age < 60
+    assert all(later >= earlier for (_, earlier), (_, later) in pairwise(sampler.ended))
+
+
+async def _oldest_beyond(sampler: Sampler, seconds: float) -> bool:
+    return bool(sampler.oldest) and sampler.oldest[-1].age >= seconds
+
+
+async def _oldest_below(sampler: Sampler, seconds: float) -> bool:
+    return bool(sampler.oldest) and sampler.oldest[-1].age < seconds
+
+
+async def _ended(sampler: Sampler, jobs: int) -> bool:
+    return bool(sampler.ended) and sampler.ended[-1][1] == jobs
