@@ -12,7 +12,7 @@ from typing import Literal
 import asyncpg
 import msgspec
 
-from core.sql import DATABASE_ERRORS, Connection, Queries, outlasting_outages
+from core.sql import DATABASE_ERRORS, OUTAGE_ERRORS, Connection, Queries, outlasting_outages
 from generation.jobs import ClaimedJob
 
 queries = Queries("generation")
@@ -154,6 +154,8 @@ async def _final_row(connection: Connection, job: ClaimedJob, ending: Ending) ->
         try:
             async with connection.transaction():  # a savepoint: one failed store spares the batch
                 ending = await ending(connection)
+        except OUTAGE_ERRORS:
+            raise  # the connection broke, not the store: the batch is written again on a new one
         except Exception as error:
             log.exception(
                 "storing the result of job %s attempt %s failed",

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from generation.finisher import Finished
+from core.sql import Connection
+from generation.finisher import Finished, Store
 from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
 from tests.support.dispatching import dispatcher
@@ -207,3 +208,29 @@ async def test_an_outage_longer_than_the_patience_gives_the_job_back_instead_of_
     row = await status_of(faulty_pool, job)
     assert (row["status"], row["attempt"], row["error"]) == ("pending", 2, None)
     assert await ledger_rows(faulty_pool, job) == []
+
+
+class StoresARow:
+    """Ends with a store that runs a statement in the job's final transaction."""
+
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Store:
+        async with ledger.call("generate", "test", "test-model"):
+            pass
+
+        async def store(connection: Connection) -> Finished:
+            await connection.fetchval("SELECT $1::int AS stored", job.id)
+            return Finished(status="completed")
+
+        return store
+
+
+async def test_a_session_broken_during_a_store_writes_the_batch_again(
+    faults: Faults, faulty_pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+) -> None:
+    faults.fail("AS stored", CLOSED)
+    job = await enqueue(faulty_pool)
+    dispatch = dispatcher(faulty_pool, StoresARow())
+    await dispatch.run_once()
+    assert await dispatch.worker.drain(grace_seconds=10)
+    assert (await status_of(faulty_pool, job))["status"] == "completed"
+    assert "storing the result" not in caplog.text
