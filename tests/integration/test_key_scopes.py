@@ -21,6 +21,8 @@ from tests.support.missions import add_mission
 from tests.support.server import key_id
 
 BODY = {"user_id": "alice", "track": "backend-engineer"}
+# Served from stock: another user (alice, whose job is under way, is answered with her job).
+SERVED = {"user_id": "carol", "track": "backend-engineer"}
 
 
 async def test_a_candidate_key_cannot_cancel_the_pools_own_jobs(
@@ -42,7 +44,7 @@ async def test_jobs_and_instances_record_the_key_that_made_them(
     headers = {**bearer(keys["candidate_app"]), "Idempotency-Key": "k"}
     job = (await client.post("/v1/jobs", json=BODY, headers=headers)).json()["job"]
     await add_mission(pool)
-    served = await client.post("/v1/serve", json=BODY, headers=bearer(keys["candidate_app"]))
+    served = await client.post("/v1/serve", json=SERVED, headers=bearer(keys["candidate_app"]))
     instance = served.json()["instance"]
     assert (
         await pool.fetchval("SELECT created_by FROM generation_jobs WHERE id = $1", int(job["id"]))
@@ -99,13 +101,13 @@ async def test_under_own_scope_a_candidate_key_sees_only_what_it_made(
         await own_scope.post("/v1/jobs", json=BODY, headers={**mine, "Idempotency-Key": "k"})
     ).json()["job"]["id"]
     await add_mission(pool)
-    instance = (await own_scope.post("/v1/serve", json=BODY, headers=mine)).json()["instance"]
+    instance = (await own_scope.post("/v1/serve", json=SERVED, headers=mine)).json()["instance"]
 
     for path in (f"/v1/jobs/{job}", f"/v1/instances/{instance['id']}"):
         assert (await own_scope.get(path, headers=mine)).status_code == 200
         assert (await own_scope.get(path, headers=theirs)).status_code == 404
         assert (await own_scope.get(path, headers=bearer(keys["admin"]))).status_code == 200
-    listed = "/v1/users/alice/instances"
+    listed = "/v1/users/carol/instances"
     assert [i["id"] for i in (await own_scope.get(listed, headers=mine)).json()["instances"]] == [
         instance["id"]
     ]
