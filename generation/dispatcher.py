@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 
 import asyncpg
@@ -36,6 +36,7 @@ class Dispatcher:
         global_cap: int,
         replenish_cap: int,
         budget: Budget | None = None,
+        domains: Iterable[str] | None = None,
         count_timeout_seconds: float = 2.0,
         maintenance_timeout_seconds: float = 10.0,
     ) -> None:
@@ -45,6 +46,8 @@ class Dispatcher:
         self._global_cap = global_cap
         self._replenish_cap = replenish_cap
         self._budget = claim_parameters(budget)
+        # The domains this worker can make, the only ones it claims; None: every domain.
+        self._domains = None if domains is None else list(domains)
         self._count_timeout = count_timeout_seconds
         # Maintenance runs before a tick's claim; a locked table must not stall dispatch.
         self._maintenance_timeout = maintenance_timeout_seconds
@@ -93,6 +96,7 @@ class Dispatcher:
                 self.worker.id,
                 now,
                 *self._budget,
+                self._domains,
                 timeout=self._count_timeout,
             )
         except DATABASE_ERRORS as error:

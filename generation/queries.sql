@@ -86,16 +86,18 @@ CROSS JOIN LATERAL (
 WHERE j.id = $1::bigint AND ($2::bigint IS NULL OR j.created_by = $2::bigint);
 
 -- name: job_claim_within_cap
--- One round trip: the function (migrations 0007 and 0009) takes the dispatch lock (advisory
--- lock: dispatch, core/locks.py), counts what is in flight and claims what fits under the
--- global cap, the lanes' shares and the budget. How the cap holds when several workers claim
--- at the same moment: each claim takes that transaction lock first, so the count cannot go
--- stale between the count and the claim; in READ COMMITTED (which the function insists on)
--- each of its statements takes a snapshot of its own, the claim's after the lock is granted,
--- so it sees every claim that committed before. SKIP LOCKED passes over rows a cancel or the
--- sweeper holds; the status check in the UPDATE makes the claim conditional.
+-- One round trip: the function (migrations 0007 and 0009, and the claim by domain) takes the
+-- dispatch lock (advisory lock: dispatch, core/locks.py), counts what is in flight and claims
+-- what fits under the global cap, the lanes' shares and the budget, among the jobs of the
+-- domains this worker can make ($9; NULL: every domain). How the cap holds when several
+-- workers claim at the same moment: each claim takes that transaction lock first, so the count
+-- cannot go stale between the count and the claim; in READ COMMITTED (which the function
+-- insists on) each of its statements takes a snapshot of its own, the claim's after the lock
+-- is granted, so it sees every claim that committed before. SKIP LOCKED passes over rows a
+-- cancel or the sweeper holds; the status check in the UPDATE makes the claim conditional.
 SELECT * FROM generation_claim_within_cap(
-    $1::int, $2::int, $3::int, $4::text, $5::timestamptz, $6::numeric, $7::numeric, $8::numeric
+    $1::int, $2::int, $3::int, $4::text, $5::timestamptz, $6::numeric, $7::numeric, $8::numeric,
+    $9::text[]
 );
 
 -- name: jobs_heartbeat_if_generating

@@ -5,11 +5,13 @@ live process holds is refused, so no two workers share an identity."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 import asyncpg
 import msgspec
 
+from core.domains import Domain
 from core.sql import Queries
 from generation.worker import Worker, parse_worker_identity, process_alive
 
@@ -30,6 +32,17 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
 
     domains: tuple[str, ...] = ()
     disabled: dict[str, str] = {}
+
+    @classmethod
+    def judged(
+        cls, domains: Iterable[Domain], unavailable: Callable[[Domain], str | None]
+    ) -> Capabilities:
+        """Each domain made unless `unavailable` gives the reason why not."""
+        reasons = {domain.name: unavailable(domain) for domain in domains}
+        return cls(
+            domains=tuple(name for name, reason in reasons.items() if reason is None),
+            disabled={name: reason for name, reason in reasons.items() if reason is not None},
+        )
 
 
 class Registration:

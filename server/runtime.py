@@ -46,9 +46,10 @@ class WorkerRuntime:
         database_url: str,
         settings: Settings,
         generator: Generator,
+        *,
+        capabilities: Capabilities,
         replenisher: Replenisher | None = None,
         metrics: QueueMetrics | None = None,
-        capabilities: Capabilities | None = None,
         budget: Budget | None = None,
     ) -> None:
         self._database_url = database_url
@@ -65,7 +66,7 @@ class WorkerRuntime:
             db,
             self.worker,
             heartbeat_timeout=timedelta(seconds=settings.heartbeat_timeout_seconds),
-            capabilities=capabilities or Capabilities(),
+            capabilities=capabilities,
         )
         self.sweeper = Sweeper(
             db,
@@ -81,6 +82,7 @@ class WorkerRuntime:
             global_cap=settings.global_cap,
             replenish_cap=settings.replenish_cap,
             budget=budget,
+            domains=capabilities.domains,
         )
         self.retention = Retention(db, keep_for=timedelta(seconds=settings.job_retention_seconds))
         self.session_retention = SessionRetention(db)
@@ -225,18 +227,12 @@ async def running_worker(
     dispatched and swept, and the pool's replenishment; counted in `metrics` when this process
     serves /metrics."""
     async with mission_pipeline(settings, domain_map, database_url, chosen) as pipeline:
-        unavailable = {
-            domain.name: pipeline.unavailable(domain) for domain in domain_map.domains.values()
-        }
         runtime = WorkerRuntime(
             db,
             database_url,
             settings,
             pipeline,
-            capabilities=Capabilities(
-                domains=tuple(name for name, reason in unavailable.items() if reason is None),
-                disabled={name: reason for name, reason in unavailable.items() if reason},
-            ),
+            capabilities=Capabilities.judged(domain_map.domains.values(), pipeline.unavailable),
             replenisher=services.replenisher(
                 db,
                 settings,

@@ -61,6 +61,45 @@ async def test_the_global_cap_holds_when_many_dispatchers_claim_at_the_same_mome
     gate.release()
 
 
+async def test_a_worker_claims_only_the_jobs_of_the_domains_it_can_make(
+    pool: asyncpg.Pool,
+) -> None:
+    start = datetime.now(UTC)
+    # Jobs of a domain nobody here can make are first in line on both lanes.
+    made_by = {"javascript-frontend": None, "sql-data": "with-pgtap", "python-backend": "any"}
+    wanted: dict[int, str] = {}
+    for index in range(24):
+        domain = list(made_by)[index % 3]
+        user = f"user-{index}" if index % 2 else None
+        wanted[await enqueue(pool, user, domain=domain, now=start + timedelta(seconds=index))] = (
+            domain
+        )
+    gate = Gated()
+    # Room for every job: only what a worker can make holds it back.
+    room = {"cap": 40, "replenish_cap": 40}
+    without_pgtap = dispatcher(pool, gate, **room, domains=["python-backend"], name="no-pgtap")
+    with_pgtap = dispatcher(
+        pool, gate, **room, domains=["python-backend", "sql-data"], name="with-pgtap"
+    )
+    # Both claim at the same moment, from connections of their own, twice.
+    claims = [
+        await asyncio.gather(without_pgtap.run_once(), with_pgtap.run_once()) for _ in range(2)
+    ]
+    by_worker = {
+        "no-pgtap": [job for round_ in claims for job in round_[0]],
+        "with-pgtap": [job for round_ in claims for job in round_[1]],
+    }
+    assert {job.domain for job in by_worker["no-pgtap"]} <= {"python-backend"}
+    assert {job.domain for job in by_worker["with-pgtap"]} <= {"python-backend", "sql-data"}
+    assert "sql-data" in {job.domain for job in by_worker["with-pgtap"]}
+    claimed = [job.id for jobs_of_one in by_worker.values() for job in jobs_of_one]
+    assert len(claimed) == len(set(claimed)), "no job claimed twice"
+    assert sorted(claimed) == sorted(job for job, domain in wanted.items() if made_by[domain])
+    pending = await pool.fetch("SELECT domain FROM generation_jobs WHERE status = 'pending'")
+    assert {row["domain"] for row in pending} == {"javascript-frontend"}, "left for a worker"
+    gate.release()
+
+
 async def test_the_replenish_lane_takes_at_most_its_share_of_the_cap(pool: asyncpg.Pool) -> None:
     for _ in range(6):
         await enqueue(pool, None)

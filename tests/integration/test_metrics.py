@@ -27,6 +27,7 @@ from server.app import create_app
 from server.auth import Role
 from server.runtime import WorkerRuntime
 from server.settings import Settings
+from tests.support.fleet import EVERY_DOMAIN
 from tests.support.generators import Gated
 from tests.support.http import bearer
 from tests.support.jobs import enqueue, start_generating
@@ -174,7 +175,9 @@ async def test_process_counters_move_with_sheds_refusals_and_sweeps(
     first = await pool.fetchval("SELECT min(id) FROM generation_jobs")
     await start_generating(pool, first)
     services: Any = limited.app.state.services
-    runtime = WorkerRuntime(pool, "unused", settings, Gated(), metrics=services.metrics)
+    runtime = WorkerRuntime(
+        pool, "unused", settings, Gated(), capabilities=EVERY_DOMAIN, metrics=services.metrics
+    )
     swept = await runtime.sweeper.run_once(datetime.now(UTC) + timedelta(hours=2))
     assert (len(swept.stale), len(swept.expired)) == (1, 1)
     after = await scrape(limited)

@@ -212,15 +212,46 @@ def check(
         assert found == [indexes], f"{name} reads generation_jobs through {found}:\n{shown}"
 
 
+# The claim as the previous release's workers call it during a rolling deploy: every domain.
+CLAIM_OF_EVERY_DOMAIN = """SELECT * FROM generation_claim_within_cap(
+    $1::int, $2::int, $3::int, $4::text, $5::timestamptz, $6::numeric, $7::numeric, $8::numeric
+)"""
+
+
 @plan_modes
+@pytest.mark.parametrize(
+    ("statement", "of_domains", "claims"),
+    [
+        pytest.param(
+            queries["job_claim_within_cap"],
+            [None],
+            [("interactive", "python-backend")] * 3,
+            id="every-domain",
+        ),
+        # Only the pending sql-data jobs, all on the replenish lane, under its share of the cap.
+        pytest.param(
+            queries["job_claim_within_cap"],
+            [["sql-data", "javascript-frontend"]],
+            [("replenish", "sql-data")] * 2,
+            id="some-domains",
+        ),
+        pytest.param(
+            CLAIM_OF_EVERY_DOMAIN, [], [("interactive", "python-backend")] * 3, id="eight-arguments"
+        ),
+    ],
+)
 async def test_the_claim_counts_in_flight_and_picks_candidates_from_the_live_rows(
-    history: str, plan_mode: str
+    history: str,
+    plan_mode: str,
+    statement: str,
+    of_domains: list[list[str] | None],
+    claims: list[tuple[str, str]],
 ) -> None:
     claimed, plans = await executed_plans(
         history,
         plan_mode,
         lambda connection: connection.fetch(
-            queries["job_claim_within_cap"],
+            statement,
             3,
             10,
             5,
@@ -230,10 +261,11 @@ async def test_the_claim_counts_in_flight_and_picks_candidates_from_the_live_row
             Decimal(100),
             Decimal(1),
             Decimal(10),
+            *of_domains,
         ),
     )
 
-    assert [row["lane"] for row in claimed] == ["interactive", "interactive", "interactive"]
+    assert [(row["lane"], row["domain"]) for row in claimed] == claims
     check(
         plans,
         # The claimed rows are updated by id: through the primary key, or through the pending

@@ -30,6 +30,7 @@ from server import services
 from server.runtime import WorkerRuntime
 from server.services import queue_limits
 from server.settings import Settings
+from tests.support.fleet import EVERY_DOMAIN
 from tests.support.generators import Gated
 from tests.support.jobs import LIMITS, enqueue
 from tests.support.missions import add_mission
@@ -325,6 +326,7 @@ async def test_a_worker_runs_a_pass_when_it_starts_then_on_its_interval(
         database_url,
         settings,
         Gated(),
+        capabilities=EVERY_DOMAIN,
         replenisher=services.replenisher(pool, settings, the_map),
     )
     await runtime.start()

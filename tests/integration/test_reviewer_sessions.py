@@ -16,6 +16,7 @@ from server.auth import Caller, Role
 from server.reviewer_sessions import KEEP_STOPPED_FOR, SessionRetention
 from server.runtime import WorkerRuntime
 from server.settings import Settings
+from tests.support.fleet import EVERY_DOMAIN
 from tests.support.generators import Gated
 from tests.support.plans import nodes
 from tests.support.polling import eventually
@@ -120,7 +121,7 @@ async def test_a_worker_deletes_stopped_sessions_on_its_retention_interval(
     long_ago = datetime.now(UTC) - KEEP_STOPPED_FOR - LIFETIME - timedelta(minutes=1)
     await reviewer_sessions.start(pool, reviewer, lifetime=LIFETIME, now=long_ago)
     live = await reviewer_sessions.start(pool, reviewer, lifetime=LIFETIME)
-    worker = WorkerRuntime(pool, database_url, settings, Gated())
+    worker = WorkerRuntime(pool, database_url, settings, Gated(), capabilities=EVERY_DOMAIN)
     await worker.start()
     try:
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,7 +28,9 @@ def dispatcher(
     capacity: int | None = None,
     name: str | None = None,
     patience_seconds: float = PATIENCE_SECONDS,
+    domains: Iterable[str] | None = None,
 ) -> Dispatcher:
+    """`domains`: the only ones the worker can make and claims (None: every domain)."""
     # Each worker a name of its own: a worker gives back the jobs held under its identity
     # that it does not run, so two in one process must not share one.
     worker = Worker(
@@ -40,4 +43,6 @@ def dispatcher(
     sweeper = Sweeper(
         pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
     )
-    return Dispatcher(pool, worker, sweeper, global_cap=cap, replenish_cap=replenish_cap)
+    return Dispatcher(
+        pool, worker, sweeper, global_cap=cap, replenish_cap=replenish_cap, domains=domains
+    )

@@ -53,7 +53,7 @@ async def claim(
     pool: asyncpg.Pool, worker: str = "w:1", now: datetime | None = None, want: int = 10
 ) -> list[int]:
     rows = await pool.fetch(
-        queries["job_claim_within_cap"], want, 100, 100, worker, now, None, 0, 0
+        queries["job_claim_within_cap"], want, 100, 100, worker, now, None, 0, 0, None
     )
     return [row["id"] for row in rows]
 

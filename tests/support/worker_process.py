@@ -3,8 +3,10 @@
     python -m tests.support.worker_process sleep 0.02 0.2
     python -m tests.support.worker_process hang
     python -m tests.support.worker_process sleep 0.2 0.5 hang-for stuck-user
+    python -m tests.support.worker_process --cannot-make=sql-data sleep 0 0
 
-Settings come from the environment, as for `warmpool worker`, and so do logging and the stop
+It can make every domain of the repository's domain map but those `--cannot-make` names, and
+fails a job of one of those as the mission pipeline fails one of a disabled domain. Settings come from the environment, as for `warmpool worker`, and so do logging and the stop
 on SIGTERM. Every generation is recorded in the test table `generation_runs` (job, attempt,
 pid), which the test creates.
 """
@@ -21,21 +23,27 @@ import asyncpg
 from generation.finisher import Finished
 from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
+from generation.worker import GenerationFailed
 from server import database, logs
 from server.runtime import WorkerRuntime
 from server.settings import from_environment
+from tests.support.fleet import capabilities_without
 from tests.support.generators import Recording, Sleeping
 
+CANNOT_MAKE = "--cannot-make="
+# The reason a test worker gives for a domain it was told it cannot make.
+TOLD_NOT_TO = "this test worker was started with --cannot-make"
 RUNS_TABLE = """CREATE TABLE IF NOT EXISTS generation_runs (
     job_id bigint NOT NULL, attempt int NOT NULL, pid int NOT NULL, at timestamptz DEFAULT now()
 )"""
 
 
 class RecordedInDatabase(Recording):
-    def __init__(self, pool: asyncpg.Pool, inner: Recording) -> None:
+    def __init__(self, pool: asyncpg.Pool, inner: Recording, cannot_make: list[str]) -> None:
         super().__init__()
         self._pool = pool
         self._inner = inner
+        self._cannot_make = cannot_make
 
     async def generate(self, job: ClaimedJob, ledger: Ledger) -> Finished:
         await self._pool.execute(
@@ -44,6 +52,8 @@ class RecordedInDatabase(Recording):
             job.attempt,
             os.getpid(),
         )
+        if job.domain in self._cannot_make:
+            raise GenerationFailed(f"domain {job.domain} is disabled on this worker: {TOLD_NOT_TO}")
         return await self._inner.generate(job, ledger)
 
 
@@ -75,13 +85,22 @@ def generator(mode: str, arguments: list[str]) -> Recording:
     return sleeping
 
 
-async def main(mode: str, arguments: list[str]) -> None:
+async def main(arguments: list[str]) -> None:
     settings = from_environment()
     logs.configure(settings)
     assert settings.database_url
     pool = await database.create_pool(settings.database_url)
-    inner = generator(mode, arguments)
-    runtime = WorkerRuntime(pool, settings.database_url, settings, RecordedInDatabase(pool, inner))
+    cannot_make = [
+        each.removeprefix(CANNOT_MAKE) for each in arguments if each.startswith(CANNOT_MAKE)
+    ]
+    mode, *rest = [each for each in arguments if not each.startswith(CANNOT_MAKE)]
+    runtime = WorkerRuntime(
+        pool,
+        settings.database_url,
+        settings,
+        RecordedInDatabase(pool, generator(mode, rest), cannot_make),
+        capabilities=capabilities_without(cannot_make, TOLD_NOT_TO),
+    )
     await runtime.start()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -92,4 +111,4 @@ async def main(mode: str, arguments: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2:]))
+    asyncio.run(main(sys.argv[1:]))
