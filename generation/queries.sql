@@ -325,5 +325,16 @@ UPDATE workers SET heartbeat_at = now(), running = $3::int
 WHERE name = $1::text AND worker_id = $2::text
 RETURNING name;
 
--- name: worker_give_up_name
-DELETE FROM workers WHERE name = $1::text AND worker_id = $2::text;
+-- name: workers_live
+-- The workers whose heartbeat is younger than the heartbeat timeout ($1), a stopped one's too
+-- until its row lapses. A handful of rows: workers silent for longer than the job retention
+-- are deleted (workers_delete_silent_before).
+SELECT name, started_at, heartbeat_at, domains, disabled, slots, running
+FROM workers
+WHERE heartbeat_at > coalesce($2::timestamptz, now()) - $1::interval
+ORDER BY name;
+
+-- name: workers_delete_silent_before
+-- The rows of workers that stopped long ago (a machine retired, a container replaced under a
+-- new host name): nobody takes their names any more.
+DELETE FROM workers WHERE heartbeat_at < $1::timestamptz;

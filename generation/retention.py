@@ -1,4 +1,5 @@
-"""Retention: finished jobs and idempotency keys past their age are deleted in small batches.
+"""Retention: finished jobs and idempotency keys past their age are deleted in small batches,
+and so are the rows of workers silent as long.
 
 Ledger rows stay: spend outlives the jobs it was spent on.
 """
@@ -34,6 +35,7 @@ class Retention:
             if batch < BATCH:
                 break
         await idempotency.forget_before(self._db, cutoff)
+        await self._db.execute(queries["workers_delete_silent_before"], cutoff)
         if deleted:
             log.info("deleted %d finished jobs older than %s", deleted, self._keep_for)
         return deleted

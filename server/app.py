@@ -92,6 +92,7 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
             jobs.cancel_job,
             operators.read_queue,
             operators.read_pool,
+            operators.read_workers,
             operators.replenish,
             serve.serve,
             serve.read_instance,

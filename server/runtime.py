@@ -65,12 +65,12 @@ class WorkerRuntime:
         self.registration = Registration(
             db,
             self.worker,
-            heartbeat_timeout=timedelta(seconds=settings.heartbeat_timeout_seconds),
+            heartbeat_timeout=settings.heartbeat_timeout,
             capabilities=capabilities,
         )
         self.sweeper = Sweeper(
             db,
-            heartbeat_timeout=timedelta(seconds=settings.heartbeat_timeout_seconds),
+            heartbeat_timeout=settings.heartbeat_timeout,
             stuck_after=timedelta(seconds=settings.stuck_after_seconds),
             pending_expiry=timedelta(seconds=settings.pending_expiry_seconds),
             metrics=metrics,
@@ -145,10 +145,13 @@ class WorkerRuntime:
         if self._passes:
             await asyncio.wait(self._passes, timeout=PASS_GRACE_SECONDS)
         self._scheduler.shutdown(wait=False)
+        # The row stays, saying that nothing runs here: what this worker could make counts until
+        # it lapses at the heartbeat timeout, and a successor on this machine takes the name at
+        # once.
         try:
-            await self.registration.give_up()
+            await self.registration.beat()
         except DATABASE_ERRORS as error:
-            log.warning("could not give up the worker's name, it lapses by itself: %s", error)
+            log.warning("could not say that this worker stopped; its row lapses anyway: %s", error)
         log.info("worker %s stopped", self.worker.id, extra={"worker_id": self.worker.id})
 
     def _schedule(

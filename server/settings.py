@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -107,6 +108,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def replenish_max_pending(self) -> int:
         """Pending replenish jobs at which the replenisher's enqueues are shed."""
         return max(1, int(self.max_pending * self.replenish_share))
+
+    @property
+    def heartbeat_timeout(self) -> timedelta:
+        """How long a silent heartbeat is trusted: a job's, and a worker's (then it is no
+        longer live, and what it can make no longer counts)."""
+        return timedelta(seconds=self.heartbeat_timeout_seconds)
 
     @property
     def heartbeat_interval_seconds(self) -> float:

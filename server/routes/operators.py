@@ -1,11 +1,13 @@
-"""Operator routes (role admin): the queue, the pool per domain, a replenishment pass now."""
+"""Operator routes (role admin): the queue, the pool per domain, a replenishment pass now, the
+live workers."""
 
 from __future__ import annotations
 
+import msgspec
 from litestar import get, post
 from litestar.di import NamedDependency
 
-from generation import queue_stats
+from generation import queue_stats, registry
 from pool import stats
 from pool.replenish import ReplenishPass
 from server.auth import requires
@@ -41,6 +43,24 @@ async def read_queue(services: NamedDependency[Services]) -> queue_stats.QueueSt
 )
 async def read_pool(services: NamedDependency[Services]) -> stats.PoolStats:
     return await stats.read(services.db, services.domain_map)
+
+
+class Workers(msgspec.Struct):
+    workers: list[registry.LiveWorker]
+
+
+@get(
+    "/v1/workers",
+    guards=[requires("admin")],
+    responses=problems(401, 403, 503),
+    summary="The live workers",
+    description="Each worker whose heartbeat is younger than WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS "
+    "(a stopped one until then): the domains it can make, why it cannot make the others, its "
+    "generation slots and the generations it runs.",
+)
+async def read_workers(services: NamedDependency[Services]) -> Workers:
+    fleet = await registry.live(services.db, heartbeat_timeout=services.settings.heartbeat_timeout)
+    return Workers(workers=fleet.workers)
 
 
 @post(

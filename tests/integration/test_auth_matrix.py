@@ -94,6 +94,12 @@ async def test_every_route_needs_a_role_or_is_listed_as_public(client: Client) -
     assert guarded_public == []
 
 
+async def test_the_operators_routes_are_in_the_matrix_for_admin_only(client: Client) -> None:
+    operators = {"GET /v1/queue", "GET /v1/pool", "POST /v1/pool/replenish", "GET /v1/workers"}
+    found = {str(endpoint): endpoint.role for endpoint in endpoints(client.app)}
+    assert {route: found.get(route) for route in operators} == dict.fromkeys(operators, "admin")
+
+
 async def test_each_caller_gets_401_403_or_through_as_its_role_allows(
     client: Client, keys: dict[Role, str]
 ) -> None:

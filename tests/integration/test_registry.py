@@ -1,16 +1,21 @@
-"""Workers as rows: a worker's name is held by one live process at a time."""
+"""Workers as rows: a worker's name is held by one live process at a time; a worker is live,
+with what it can make, while its heartbeat is younger than the timeout, a stopped one too."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
 import pytest
 
+from generation import registry
 from generation.registry import Capabilities, Registration, WorkerNameTaken
 from generation.worker import Worker, worker_identity
-from tests.support.generators import Recording
+from server.runtime import WorkerRuntime
+from server.settings import Settings
+from tests.support.fleet import EVERY_DOMAIN, capabilities_without
+from tests.support.generators import Gated, Recording
 
 TIMEOUT = timedelta(minutes=1)
 PID_MAX = int(Path("/proc/sys/kernel/pid_max").read_text())
@@ -81,7 +86,7 @@ async def test_a_name_silent_past_the_heartbeat_timeout_is_taken_over(
     assert await held_by(pool) == successor.worker.id
 
 
-async def test_a_process_that_lost_its_name_says_so_and_gives_up_only_its_own(
+async def test_a_process_that_lost_its_name_says_so_and_leaves_the_holders_row_alone(
     pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
 ) -> None:
     old = registration(pool, "box-a")
@@ -89,9 +94,55 @@ async def test_a_process_that_lost_its_name_says_so_and_gives_up_only_its_own(
     await pool.execute("UPDATE workers SET heartbeat_at = now() - interval '1 hour'")
     new = registration(pool, "box-b")
     await new.take()
+    before = await pool.fetchval("SELECT heartbeat_at FROM workers")
     await old.beat()
     assert "was taken by another process" in caplog.text
-    await old.give_up()
     assert await held_by(pool) == new.worker.id
-    await new.give_up()
-    assert await held_by(pool) is None
+    assert await pool.fetchval("SELECT heartbeat_at FROM workers") == before
+
+
+async def test_only_workers_heartbeating_within_the_timeout_are_live(pool: asyncpg.Pool) -> None:
+    await registration(pool, "box-a", name="fresh").take()
+    await hold(pool, worker_identity("w_1", "box-b", 7), silent_for=TIMEOUT + timedelta(seconds=1))
+    fleet = await registry.live(pool, heartbeat_timeout=TIMEOUT)
+    assert [worker.name for worker in fleet.workers] == ["fresh"]
+    [fresh] = fleet.workers
+    assert (fresh.domains, fresh.disabled, fresh.slots, fresh.running) == (
+        ["python-backend"],
+        {"sql-data": "no pgTAP"},
+        2,
+        0,
+    )
+    assert (fleet.can_make("python-backend"), fleet.can_make("sql-data")) == (True, False)
+    assert fleet.disabled_reasons("sql-data") == [registry.DisabledReason("fresh", "no pgTAP")]
+    later = await registry.live(pool, heartbeat_timeout=TIMEOUT, now=datetime.now(UTC) + TIMEOUT)
+    assert later.workers == []
+
+
+async def test_a_stopped_worker_counts_until_its_row_lapses_and_a_successor_takes_over_at_once(
+    pool: asyncpg.Pool, database_url: str, settings: Settings
+) -> None:
+    without_pgtap = capabilities_without(["sql-data"], "no pgTAP")
+    stopped = WorkerRuntime(pool, database_url, settings, Gated(), capabilities=without_pgtap)
+    await stopped.start()
+    await stopped.stop()
+
+    # A deploy's old worker has stopped and its successor has not started yet: what the old one
+    # made still counts, so a user's generation is still enqueued meanwhile.
+    fleet = await registry.live(pool, heartbeat_timeout=settings.heartbeat_timeout)
+    assert [(each.name, each.running) for each in fleet.workers] == [("test-host", 0)]
+    assert (fleet.can_make("python-backend"), fleet.can_make("sql-data")) == (True, False)
+    lapsed = datetime.now(UTC) + settings.heartbeat_timeout
+    later = await registry.live(pool, heartbeat_timeout=settings.heartbeat_timeout, now=lapsed)
+    assert later.workers == []
+
+    # Its successor takes the name at once (here the same process: the identity of a process
+    # that restarted under a reused pid), with what it can make.
+    successor = WorkerRuntime(pool, database_url, settings, Gated(), capabilities=EVERY_DOMAIN)
+    await successor.start()
+    try:
+        assert await held_by(pool, "test-host") == successor.worker.id
+        fleet = await registry.live(pool, heartbeat_timeout=settings.heartbeat_timeout)
+        assert fleet.can_make("sql-data")
+    finally:
+        await successor.stop()

@@ -1,5 +1,6 @@
 """Retention on the real database: old finished jobs go in small batches, oldest first; live
-jobs and young finished ones stay; the ledger keeps every row of the jobs it deleted.
+jobs and young finished ones stay; the ledger keeps every row of the jobs it deleted; the rows
+of workers silent as long go too.
 
 The batches are seen from the database: a statement-level trigger records what each DELETE
 on generation_jobs removed."""
@@ -143,3 +144,20 @@ async def test_a_pass_deletes_n_old_jobs_in_ceil_n_over_the_batch_size_batches(
     assert statements[len(batches) :] in ([], [0])
     remaining = await pool.fetch("SELECT id FROM generation_jobs")
     assert {row["id"] for row in remaining} == young
+
+
+async def test_the_rows_of_workers_silent_past_the_retention_are_deleted(
+    pool: asyncpg.Pool,
+) -> None:
+    now = datetime.now(UTC)
+    for name, silent_for in (("retired", WEEK + timedelta(minutes=1)), ("stopped", timedelta(1))):
+        await pool.execute(
+            """INSERT INTO workers (name, worker_id, started_at, heartbeat_at, slots)
+               VALUES ($1, $1 || ':box:1', $2::timestamptz, $2, 1)""",
+            name,
+            now - silent_for,
+        )
+
+    await Retention(pool, keep_for=WEEK).run_once(now)
+
+    assert [row["name"] for row in await pool.fetch("SELECT name FROM workers")] == ["stopped"]
