@@ -50,6 +50,7 @@ from generation.worker import Worker
 from server import migrate
 from server.auth import create_key
 from server.database import create_pool
+from tests.support.fleet import standing_worker
 from tests.support.server import running_server
 
 BARE_SCHEMA = """
@@ -420,6 +421,8 @@ async def main(arguments: argparse.Namespace) -> None:
     key = await create_key(keys, "candidate_app", "bench")
     await keys.close()
     overrides = {"WARMPOOL_MAX_PENDING": "10000000", "WARMPOOL_USER_CAP": "1000"}
+    # No worker runs: the jobs are enqueued as when one can make every domain.
+    await standing_worker(urls["warmpool"])
     with running_server(urls["warmpool"], Path("/tmp"), overrides=overrides) as url:
         ours_http = await wrk(
             url,

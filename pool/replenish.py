@@ -1,5 +1,6 @@
 """Replenishment: one process at a time orders, on the replenish lane, the generations that
-each domain's forecast lacks (see `pool.forecast`).
+each domain's forecast lacks (see `pool.forecast`), in the domains that some live worker can
+make: a domain none can make is ordered nothing, where the orders would only wait to expire.
 
 A pass runs in one transaction under an advisory lock: a process that cannot take it skips
 its pass, since another one is counting the same pool. The counts and the enqueues share that
@@ -12,16 +13,15 @@ without the lock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 import msgspec
 
 from core import idempotency
-from core.domains import Domain, DomainMap
+from core.domains import DomainMap
 from core.sql import Connection, Queries
-from generation import admission
+from generation import admission, registry
 from generation.metrics import QueueMetrics
 from pool import stats
 
@@ -60,14 +60,12 @@ class Replenisher:
         limits: admission.AdmissionLimits,
         *,
         max_per_pass: int,
+        heartbeat_timeout: timedelta,
         metrics: QueueMetrics | None = None,
-        can_make: Callable[[Domain], bool] = lambda _: True,
     ) -> None:
         self._db = db
         self._domain_map = domain_map
-        # Whether this process can make a domain's missions (its proof tools are here): a
-        # domain it cannot make is left for a worker that can, when that one leads a pass.
-        self._can_make = can_make
+        self._heartbeat_timeout = heartbeat_timeout
         self._limits = limits
         self._max_per_pass = max_per_pass
         self._metrics = metrics
@@ -78,11 +76,13 @@ class Replenisher:
                 if not await connection.fetchval(queries["replenish_leader_try_lock"]):
                     return ReplenishPass(ran=False, domains=[])
                 counted = await stats.count(connection, self._domain_map, now)
+                fleet = await registry.live(
+                    connection, heartbeat_timeout=self._heartbeat_timeout, now=now
+                )
                 needy = [
                     each
-                    for each in stats.describe(self._domain_map, counted).domains
-                    if each.forecast.deficit > 0
-                    and self._can_make(self._domain_map.domains[each.domain])
+                    for each in stats.describe(self._domain_map, counted, fleet).domains
+                    if each.forecast.deficit > 0 and each.enabled
                 ]
                 # The least covered first: when the lane fills up, they got the room.
                 needy.sort(key=lambda each: each.forecast.cover or 0.0)

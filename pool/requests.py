@@ -1,19 +1,24 @@
 """What a candidate app asks for a user: a mission instance served from stock, else the
 interactive generation under way for them, else a new one enqueued; or a generation outright.
 Each request runs in one transaction under its idempotency key, so a retry returns the first
-answer and makes nothing new."""
+answer and makes nothing new.
+
+A user's generation goes only to a domain of the track that some live worker can make (the
+least stocked of those); when no worker can make any, the request is refused with each
+domain's reason, and nothing is made, its idempotency key included."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 import asyncpg
 
 from core import idempotency
 from core.domains import Domain
 from core.sql import Connection
-from generation import admission, jobs
+from generation import admission, jobs, registry
 from generation.admission import AdmissionLimits
 from generation.metrics import QueueMetrics
 from pool import serving
@@ -33,6 +38,17 @@ class UserRequest:
     fingerprint: bytes
 
 
+class TrackCannotBeMade(Exception):
+    """No live worker can make any domain of the track: each domain with its reason."""
+
+    def __init__(self, track: str, reasons: dict[str, str]) -> None:
+        why = "; ".join(f"{domain}: {reason}" for domain, reason in reasons.items())
+        super().__init__(
+            f"no worker can make a mission of track {track!r} now ({why}); start a worker that "
+            "can make one of these domains (see GET /v1/workers), then retry"
+        )
+
+
 @dataclass(frozen=True)
 class Answer:
     """An instance served, or the job enqueued instead; `first` when this request made it."""
@@ -47,8 +63,11 @@ async def serve_or_enqueue(
     request: UserRequest,
     *,
     limits: AdmissionLimits,
+    heartbeat_timeout: timedelta,
     metrics: QueueMetrics | None = None,
 ) -> Answer:
+    """A worker is live while its heartbeat is younger than `heartbeat_timeout`."""
+
     async def create(connection: Connection) -> idempotency.Remembered:
         instance = await serving.serve(
             connection,
@@ -63,7 +82,7 @@ async def serve_or_enqueue(
         # the request's key: a click more never pays for a second generation.
         job_id = await admission.active_interactive_job(connection, request.user_id, request.track)
         if job_id is None:
-            job_id = await _enqueue(connection, request, limits, metrics)
+            job_id = await _enqueue(connection, request, limits, heartbeat_timeout, metrics)
         return idempotency.Remembered(job_id=job_id, instance_id=None)
 
     return await _answered(db, request, create)
@@ -74,10 +93,11 @@ async def enqueue_for_user(
     request: UserRequest,
     *,
     limits: AdmissionLimits,
+    heartbeat_timeout: timedelta,
     metrics: QueueMetrics | None = None,
 ) -> Answer:
     async def create(connection: Connection) -> idempotency.Remembered:
-        job_id = await _enqueue(connection, request, limits, metrics)
+        job_id = await _enqueue(connection, request, limits, heartbeat_timeout, metrics)
         return idempotency.Remembered(job_id=job_id, instance_id=None)
 
     return await _answered(db, request, create)
@@ -105,15 +125,25 @@ async def _enqueue(
     connection: Connection,
     request: UserRequest,
     limits: AdmissionLimits,
+    heartbeat_timeout: timedelta,
     metrics: QueueMetrics | None,
 ) -> int:
-    """An interactive generation in the allowed domain that needs it most."""
+    """An interactive generation in the allowed domain that needs it most, among those that a
+    live worker can make."""
+    fleet = await registry.live(connection, heartbeat_timeout=heartbeat_timeout)
+    makeable = tuple(domain for domain in request.domains if fleet.can_make(domain.name))
+    if not makeable:
+        reasons = {
+            domain.name: registry.explained(fleet.disabled_reasons(domain.name))
+            for domain in request.domains
+        }
+        raise TrackCannotBeMade(request.track, reasons)
     return await admission.enqueue(
         connection,
         lane="interactive",
         user_id=request.user_id,
         track=request.track,
-        domain=await serving.neediest_domain(connection, request.domains),
+        domain=await serving.neediest_domain(connection, makeable),
         limits=limits,
         created_by=request.key_id,
         metrics=metrics,

@@ -1,16 +1,18 @@
-"""The pool per domain: stock, review, generations under way and the forecast, counted from
-the tables as GET /v1/pool, `warmpool status` and the replenisher read them; and the serves
-made, ever and hour by hour, as the metrics and the pool page show them."""
+"""The pool per domain: stock, review, generations under way, the forecast and whether a live
+worker can make it, counted from the tables as GET /v1/pool, `warmpool status` and the
+replenisher read them; and the serves made, ever and hour by hour, as the metrics and the pool
+page show them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 
 from core.domains import DomainMap
 from core.sql import Executor, Queries
-from generation import domain_jobs
+from generation import domain_jobs, registry
+from generation.registry import DisabledReason
 from pool.forecast import (
     HISTORY,
     LONG_DEMAND_WINDOW,
@@ -43,6 +45,11 @@ class DomainPool(msgspec.Struct, frozen=True, kw_only=True):
     pending: int
     # Some track may be served this domain; one that none may is never replenished.
     reachable: bool
+    # Some live worker can make this domain's missions: only then is it replenished, or a
+    # user's generation enqueued in it.
+    enabled: bool
+    # Why each live worker that cannot make it cannot.
+    disabled_reasons: list[DisabledReason]
     forecast: Forecast
 
 
@@ -99,24 +106,37 @@ def reachable(domain_map: DomainMap) -> frozenset[str]:
     return frozenset(name for names in domain_map.tracks.values() for name in names)
 
 
-def describe(domain_map: DomainMap, counted: dict[str, Counted]) -> PoolStats:
+def describe(
+    domain_map: DomainMap, counted: dict[str, Counted], fleet: registry.Fleet
+) -> PoolStats:
     served = reachable(domain_map)
     return PoolStats(
         domains=[
-            _domain_pool(domain_map, name, each.measured, name in served)
+            _domain_pool(domain_map, name, each.measured, name in served, fleet)
             for name, each in counted.items()
         ]
     )
 
 
 async def read(
-    connection: Executor, domain_map: DomainMap, now: datetime | None = None
+    connection: Executor,
+    domain_map: DomainMap,
+    *,
+    heartbeat_timeout: timedelta,
+    now: datetime | None = None,
 ) -> PoolStats:
-    return describe(domain_map, await count(connection, domain_map, now))
+    """The pool; a worker is live while its heartbeat is younger than `heartbeat_timeout`."""
+    counted = await count(connection, domain_map, now)
+    fleet = await registry.live(connection, heartbeat_timeout=heartbeat_timeout, now=now)
+    return describe(domain_map, counted, fleet)
 
 
 def _domain_pool(
-    domain_map: DomainMap, name: str, measured: Measured, is_reachable: bool
+    domain_map: DomainMap,
+    name: str,
+    measured: Measured,
+    is_reachable: bool,
+    fleet: registry.Fleet,
 ) -> DomainPool:
     domain = domain_map.domains[name]
     outlook = forecast(domain, measured)
@@ -130,6 +150,8 @@ def _domain_pool(
         in_flight=measured.generating,
         pending=measured.pending,
         reachable=is_reachable,
+        enabled=fleet.can_make(name),
+        disabled_reasons=fleet.disabled_reasons(name),
         forecast=outlook if is_reachable else msgspec.structs.replace(outlook, deficit=0),
     )
 

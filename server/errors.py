@@ -20,6 +20,7 @@ from core.idempotency import IdempotencyConflict
 from core.sql import OUTAGE_ERRORS
 from generation.admission import RETRY_AFTER_SECONDS, QueueFull, UserCapReached
 from generation.jobs import JobNotFound, JobNotPending, JobOfThePool
+from pool.requests import TrackCannotBeMade
 from pool.serving import InstanceNotFound
 from qa.review import InvalidReview, MissionNotFound, MissionStateConflict
 from server.deadline import RequestTimedOut
@@ -50,6 +51,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     IdempotencyConflict: (409, "Idempotency-Key reused", None),
     UserCapReached: (429, "Too many active jobs for this user", RETRY_AFTER_SECONDS),
     QueueFull: (503, "Generation queue is full", RETRY_AFTER_SECONDS),
+    TrackCannotBeMade: (503, "No worker can make this track", RETRY_AFTER_SECONDS),
     JobNotFound: (404, "Job not found", None),
     JobNotPending: (409, "Job is not pending", None),
     JobOfThePool: (403, "Not a user's job", None),

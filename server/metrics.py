@@ -111,6 +111,12 @@ DOMAIN_GAUGES: Sequence[Figure[stats.DomainPool]] = (
         "generations the replenishment forecast lacks now",
         lambda domain: domain.forecast.deficit,
     ),
+    Figure(
+        "warmpool_pool_domain_enabled",
+        "1 while some live worker (its row in the workers table heartbeating within "
+        "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS) can make the domain's missions, else 0",
+        lambda domain: domain.enabled,
+    ),
 )
 SERVES: Figure[int] = Figure("warmpool_serves", "instances served, ever", lambda count: count)
 LEDGER_COUNTERS: Sequence[Figure[Spend]] = (
@@ -192,7 +198,9 @@ async def read_snapshot(
                 max_pending=settings.max_pending,
                 budget=budget,
             ),
-            pool_stats=await stats.read(connection, domain_map),
+            pool_stats=await stats.read(
+                connection, domain_map, heartbeat_timeout=settings.heartbeat_timeout
+            ),
             serves=await stats.serves_ever(connection, domain_map),
             spend=await ledger.spend_by_outcome(connection),
         )

@@ -236,13 +236,7 @@ async def running_worker(
             settings,
             pipeline,
             capabilities=Capabilities.judged(domain_map.domains.values(), pipeline.unavailable),
-            replenisher=services.replenisher(
-                db,
-                settings,
-                domain_map,
-                metrics,
-                can_make=lambda domain: pipeline.unavailable(domain) is None,
-            ),
+            replenisher=services.replenisher(db, settings, domain_map, metrics),
             metrics=metrics,
             budget=spend_budget(settings, chosen.provider),
         )

@@ -4,14 +4,13 @@ replenisher as the worker and the operators' route build it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 from litestar import Request
 
-from core.domains import Domain, DomainMap
+from core.domains import DomainMap
 from generation.admission import AdmissionLimits
 from generation.budget import Budget
 from generation.metrics import QueueMetrics
@@ -46,15 +45,14 @@ def replenisher(
     settings: Settings,
     domain_map: DomainMap,
     metrics: QueueMetrics | None = None,
-    can_make: Callable[[Domain], bool] = lambda _: True,
 ) -> Replenisher:
     return Replenisher(
         db,
         domain_map,
         queue_limits(settings),
         max_per_pass=settings.replenish_max_per_pass,
+        heartbeat_timeout=settings.heartbeat_timeout,
         metrics=metrics,
-        can_make=can_make,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from core import domains
 from core.sql import Connection
 from generation import queue_stats
+from generation.registry import explained
 from pool import stats
 from server.settings import Settings
 
@@ -21,6 +22,7 @@ POOL_COLUMNS = (
     ("lead p90", ">8"),
     ("empty in", ">8"),
     ("deficit", ">7"),
+    ("enabled", ">7"),
 )
 
 
@@ -45,7 +47,9 @@ async def _print_queue(connection: Connection, settings: Settings) -> None:
 
 
 async def _print_pool(connection: Connection, settings: Settings) -> None:
-    pool_stats = await stats.read(connection, domains.load(settings.domain_map))
+    pool_stats = await stats.read(
+        connection, domains.load(settings.domain_map), heartbeat_timeout=settings.heartbeat_timeout
+    )
     print("pool (supply: approved missions expected once review and generations are done)")
     print(" ".join(f"{title:{align}}" for title, align in POOL_COLUMNS))
     for each in pool_stats.domains:
@@ -63,9 +67,24 @@ async def _print_pool(connection: Connection, settings: Settings) -> None:
             duration(outlook.lead_time_p90_s),
             duration(outlook.time_to_empty_s),
             outlook.deficit,
+            "yes" if each.enabled else "no",
         )
         aligned = zip(cells, (align for _, align in POOL_COLUMNS), strict=True)
         print(" ".join(f"{cell:{align}}" for cell, align in aligned))
+    _print_disabled(pool_stats)
+
+
+def _print_disabled(pool_stats: stats.PoolStats) -> None:
+    """Why the live workers cannot make a domain, for every domain that some cannot make."""
+    lines = [
+        f"  {each.domain}: {explained(each.disabled_reasons)}"
+        for each in pool_stats.domains
+        if each.disabled_reasons or not each.enabled
+    ]
+    if lines:
+        print()
+        print("workers that cannot make a domain (enabled: no, when none can)")
+        print("\n".join(lines))
 
 
 def duration(seconds: float | None) -> str:

@@ -12,7 +12,7 @@ from server.app import create_app
 from server.auth import Role
 from server.database import create_pool
 from server.settings import Settings
-from tests.support import postgres
+from tests.support import fleet, postgres
 from tests.support.server import ROOT, create_keys
 
 
@@ -38,6 +38,13 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     pool = await create_pool(database_url, max_size=30)
     yield pool
     await pool.close()
+
+
+@pytest.fixture
+async def standing_worker(database_url: str) -> None:
+    """A live worker's row that can make every domain, for tests that enqueue users'
+    generations with no worker running."""
+    await fleet.standing_worker(database_url)
 
 
 @pytest.fixture

@@ -37,7 +37,8 @@ class JobEnvelope(msgspec.Struct):
         **problems(400, 401, 403, 409, 422, 429, 503),
     },
     summary="Enqueue an interactive generation",
-    description="202 with the new job; 200 with the same job when the key was seen before.",
+    description="202 with the new job, in a domain of the track that a live worker can make; "
+    "200 with the same job when the key was seen before; 503 when no worker can make any.",
 )
 async def create_job(
     request: Request[Any, Any, Any],
@@ -48,7 +49,11 @@ async def create_job(
     key = idempotency_key(key_header, required=True)
     asked = user_request(request, "POST /v1/jobs", data, key, services.domain_map)
     answer = await requests.enqueue_for_user(
-        services.db, asked, limits=services.limits, metrics=services.metrics
+        services.db,
+        asked,
+        limits=services.limits,
+        heartbeat_timeout=services.settings.heartbeat_timeout,
+        metrics=services.metrics,
     )
     assert answer.job is not None
     return Response(JobEnvelope(job=answer.job), status_code=202 if answer.first else 200)

@@ -38,11 +38,14 @@ async def read_queue(services: NamedDependency[Services]) -> queue_stats.QueueSt
     guards=[requires("admin")],
     responses=problems(401, 403, 503),
     summary="The pool per domain",
-    description="Stock, review, generations under way, and the replenishment forecast: supply, "
-    "serve rate, lead time (p90), time to empty, pass rate and the deficit.",
+    description="Stock, review, generations under way, the replenishment forecast (supply, "
+    "serve rate, lead time (p90), time to empty, pass rate and the deficit), and whether some "
+    "live worker can make the domain (`enabled`) with the reasons of those that cannot.",
 )
 async def read_pool(services: NamedDependency[Services]) -> stats.PoolStats:
-    return await stats.read(services.db, services.domain_map)
+    return await stats.read(
+        services.db, services.domain_map, heartbeat_timeout=services.settings.heartbeat_timeout
+    )
 
 
 class Workers(msgspec.Struct):

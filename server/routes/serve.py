@@ -43,7 +43,8 @@ class Instances(msgspec.Struct):
         **problems(400, 401, 403, 409, 422, 429, 503),
     },
     summary="Serve a mission instance to a user",
-    description="200 with an instance from the pool; 202 with a job when there is no stock.",
+    description="200 with an instance from the pool; 202 with a job when there is no stock, in "
+    "a domain of the track that a live worker can make; 503 when no worker can make any.",
 )
 async def serve(
     request: Request[Any, Any, Any],
@@ -54,7 +55,11 @@ async def serve(
     key = idempotency_key(key_header, required=False)
     asked = user_request(request, "POST /v1/serve", data, key, services.domain_map)
     answer = await requests.serve_or_enqueue(
-        services.db, asked, limits=services.limits, metrics=services.metrics
+        services.db,
+        asked,
+        limits=services.limits,
+        heartbeat_timeout=services.settings.heartbeat_timeout,
+        metrics=services.metrics,
     )
     if answer.instance is not None:
         return Response(InstanceEnvelope(instance=answer.instance), status_code=200)

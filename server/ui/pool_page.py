@@ -1,6 +1,6 @@
 """The pool page: per domain, the stock against its target, the missions in review, the
-generations under way against the cap, the replenisher's forecast, and the serves of the last
-hours as a small chart."""
+generations under way against the cap, the replenisher's forecast, the serves of the last hours
+as a small chart, and why no live worker can make a domain."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ async def pool_page(
             max_pending=settings.max_pending,
             budget=services.budget,
         )
-        pool_stats = await stats.read(connection, services.domain_map)
+        pool_stats = await stats.read(
+            connection, services.domain_map, heartbeat_timeout=settings.heartbeat_timeout
+        )
         history = await stats.serves_by_hour(connection, services.domain_map, hours=CHART_HOURS)
     return page(
         request,

@@ -15,7 +15,8 @@ from server import migrate
 from tests.support.postgres import create_database, drop_database
 from tests.support.server import create_keys, environment, running_server, spawn
 
-pytestmark = pytest.mark.slow
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("standing_worker")]
 BODY = {"user_id": "spiky-user", "track": "backend-engineer"}
 
 

@@ -55,6 +55,11 @@ def assert_unavailable(answer: httpx.Response) -> None:
     assert answer.json()["status"] == 503
 
 
+async def ready(worker: Process) -> bool:
+    """Once the worker says what it can make, users' generations are enqueued."""
+    return "worker ready" in worker.output()
+
+
 async def completed(client: httpx.AsyncClient, job_id: str) -> bool:
     answer = await client.get(f"/v1/jobs/{job_id}")
     return answer.status_code == 200 and answer.json()["status"] == "completed"
@@ -66,6 +71,7 @@ async def test_while_postgres_is_down_requests_get_503_workers_claim_nothing_and
     keys = await create_keys(outage_url)
     worker = start_worker(outage_url, tmp_path / "worker.log")
     try:
+        await eventually(lambda: ready(worker), 20, "the worker to start")
         with running_server(outage_url, tmp_path) as url:
             headers = {"Authorization": f"Bearer {keys['admin']}"}
             async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:

@@ -21,7 +21,8 @@ from tests.support.pipelines import run_pending
 from tests.support.providers import FreeOfCharge
 from tests.support.server import create_keys, running_server
 
-pytestmark = pytest.mark.slow
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("standing_worker")]
 
 USERS = 200
 # Jitter on: each mission's limit is 25 lowered by 0 to a tenth (2), seeded by its job.

@@ -1,5 +1,5 @@
-"""Several worker processes against one Postgres: the global cap, exactly-once runs, and a
-worker killed mid-job."""
+"""Several worker processes against one Postgres: the global cap, exactly-once runs, a worker
+killed mid-job, and a fleet whose workers cannot all make every domain."""
 
 from __future__ import annotations
 
@@ -8,15 +8,18 @@ import signal
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 
 from generation.worker import parse_worker_identity
+from tests.support.http import bearer
 from tests.support.jobs import LIMITS, enqueue
 from tests.support.polling import eventually
-from tests.support.server import Process
-from tests.support.worker_process import RUNS_TABLE
+from tests.support.server import Process, create_keys, running_server
+from tests.support.worker_process import RUNS_TABLE, TOLD_NOT_TO
 
 pytestmark = pytest.mark.slow
 
@@ -134,3 +137,61 @@ async def test_a_notify_fills_a_free_slot_long_before_the_tick(
     print(
         f"picked up {1000 * (time.monotonic() - enqueued):.0f} ms after the enqueue; the tick is 300 s"
     )
+
+
+async def test_a_mixed_fleet_routes_each_domain_to_a_worker_that_can_make_it(
+    pool: asyncpg.Pool, database_url: str, workers: Callable[..., Process], tmp_path: Path
+) -> None:
+    """One worker without pgTAP: a data engineer's serve without stock gets a python job, and
+    none fails as disabled; then a second worker that can make sql-data: the sql jobs go to it
+    alone, though the first has free slots all along."""
+    await pool.execute(RUNS_TABLE)
+    settings = {"tick_seconds": "0.5"}
+    no_pgtap = workers("--cannot-make=sql-data", "sleep", "0", "0.01", **settings)
+    await eventually(lambda: live_workers(pool, 1), 20, "the first worker's row")
+    keys = await create_keys(database_url)
+    app, admin = bearer(keys["candidate_app"]), bearer(keys["admin"])
+    with running_server(database_url, tmp_path) as url:
+        async with httpx.AsyncClient(base_url=url) as client:
+
+            async def serve(user: str) -> str:
+                body = {"user_id": user, "track": "data-engineer"}
+                answer = await client.post("/v1/serve", json=body, headers=app)
+                assert answer.status_code == 202, answer.text
+                return str(answer.json()["job"]["domain"])
+
+            assert {await serve(f"early-{index}") for index in range(6)} == {"python-backend"}
+
+            # Slow and one slot at a time: the first worker would take the sql jobs it could.
+            with_pgtap = workers("sleep", "0.2", "0.2", worker_concurrency="1", **settings)
+            await eventually(lambda: live_workers(pool, 2), 20, "the second worker's row")
+            listed = (await client.get("/v1/workers", headers=admin)).json()["workers"]
+            assert sorted(each["disabled"].get("sql-data", "") for each in listed) == [
+                "",
+                TOLD_NOT_TO,
+            ]
+            # Both domains can be made now, and neither has stock: the track's first.
+            assert {await serve(f"late-{index}") for index in range(6)} == {"sql-data"}
+
+    async def drained() -> bool:
+        return not await pool.fetchval(
+            "SELECT count(*) FROM generation_jobs WHERE status IN ('pending', 'generating')"
+        )
+
+    await eventually(drained, 60, "every job to end")
+    jobs = await pool.fetch(
+        """SELECT j.domain, j.status, j.error, r.pid
+           FROM generation_jobs j JOIN generation_runs r ON r.job_id = j.id"""
+    )
+    assert len(jobs) == 12
+    assert [row["error"] for row in jobs if row["status"] != "completed"] == [], "none failed"
+    sql_runners = {row["pid"] for row in jobs if row["domain"] == "sql-data"}
+    assert sql_runners == {with_pgtap.popen.pid}
+    assert no_pgtap.popen.pid in {row["pid"] for row in jobs}
+
+
+async def live_workers(pool: asyncpg.Pool, count: int) -> bool:
+    live = await pool.fetchval(
+        "SELECT count(*) FROM workers WHERE heartbeat_at > now() - interval '1 minute'"
+    )
+    return bool(live == count)

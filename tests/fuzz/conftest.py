@@ -54,7 +54,11 @@ async def missions(pool: asyncpg.Pool) -> list[str]:
 
 @pytest.fixture
 def target(
-    database_url: str, keys: dict[Role, str], missions: list[str], tmp_path: Path
+    database_url: str,
+    keys: dict[Role, str],
+    missions: list[str],
+    standing_worker: None,
+    tmp_path: Path,
 ) -> Iterator[Target]:
     with running_server(database_url, tmp_path) as url, httpx.Client(base_url=url) as client:
         yield Target(url, keys, seed_through_the_api(client, keys, missions))

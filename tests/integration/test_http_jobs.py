@@ -11,6 +11,9 @@ from server.auth import Role
 from tests.support.http import assert_problem, bearer
 from tests.support.jobs import job_count
 
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = pytest.mark.usefixtures("standing_worker")
+
 Client = AsyncTestClient[Litestar]
 BODY = {"user_id": "u-1", "track": "backend-engineer"}
 

@@ -1,12 +1,16 @@
 """GET /v1/pool and POST /v1/pool/replenish: the contract, the forecast's fields, the roles."""
 
 import asyncpg
+import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from server.auth import Role
 from tests.support.http import assert_problem, bearer
 from tests.support.missions import add_mission
+
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = pytest.mark.usefixtures("standing_worker")
 
 Client = AsyncTestClient[Litestar]
 
@@ -19,6 +23,8 @@ CONTRACT = {
     "target",
     "in_flight",
     "pending",
+    "enabled",
+    "disabled_reasons",
 }
 FORECAST = {
     "pass_rate",
@@ -62,6 +68,8 @@ async def test_the_pool_per_domain_then_a_pass_that_refills_it(
         "target": 8,
         "in_flight": 0,
         "pending": 0,
+        "enabled": True,
+        "disabled_reasons": [],
     }
     assert backend["forecast"]["deficit"] == 0, "at its target, nobody served"
     assert backend["forecast"]["time_to_empty_s"] is None

@@ -21,6 +21,9 @@ from tests.support.pipelines import run_pending
 from tests.support.proven_missions import PROOF, store_mission
 from tests.support.server import ROOT
 
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = pytest.mark.usefixtures("standing_worker")
+
 Client = AsyncTestClient[Litestar]
 DOMAINS = domains.load(ROOT / "domain_map.yaml").domains
 PYTHON = DOMAINS["python-backend"]

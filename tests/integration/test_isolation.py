@@ -23,6 +23,9 @@ from tests.support.http import bearer
 from tests.support.jobs import enqueue
 from tests.support.server import running_server
 
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = pytest.mark.usefixtures("standing_worker")
+
 CLAIMERS = 8
 
 

@@ -20,6 +20,9 @@ from tests.support.jobs import enqueue
 from tests.support.missions import add_mission
 from tests.support.server import key_id
 
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = pytest.mark.usefixtures("standing_worker")
+
 BODY = {"user_id": "alice", "track": "backend-engineer"}
 # Served from stock: another user (alice, whose job is under way, is answered with her job).
 SERVED = {"user_id": "carol", "track": "backend-engineer"}

@@ -27,13 +27,16 @@ from server.app import create_app
 from server.auth import Role
 from server.runtime import WorkerRuntime
 from server.settings import Settings
-from tests.support.fleet import EVERY_DOMAIN
+from tests.support.fleet import EVERY_DOMAIN, standing_worker
 from tests.support.generators import Gated
 from tests.support.http import bearer
 from tests.support.jobs import enqueue, start_generating
 from tests.support.missions import add_mission
 from tests.support.polling import eventually
 from tests.support.server import ROOT, running_server
+
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = pytest.mark.usefixtures("standing_worker")
 
 Client = AsyncTestClient[Litestar]
 PYTHON = domains.load(ROOT / "domain_map.yaml").domains["python-backend"]
@@ -149,6 +152,29 @@ async def test_the_database_figures_match_the_tables(client: Client, pool: async
     assert metrics.help["warmpool_serves"].startswith("Database, read at scrape time:")
     assert metrics.help["warmpool_sheds"].startswith("This process, since it started:")
     assert not any(name.startswith("warmpool_budget") for name in metrics.help), "no budget set"
+
+
+async def test_whether_a_live_worker_can_make_each_domain(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    await pool.execute("DELETE FROM workers")
+    await standing_worker(
+        database_url, "no-pgtap", domains=["python-backend"], disabled={"sql-data": "no pgTAP"}
+    )
+    metrics = await scrape(client)
+    enabled = {
+        domain: metrics("warmpool_pool_domain_enabled", domain=domain)
+        for domain in ("python-backend", "sql-data", "javascript-frontend", "marketing-copy")
+    }
+    assert enabled == {
+        "python-backend": 1,
+        "sql-data": 0,
+        "javascript-frontend": 0,
+        "marketing-copy": 0,
+    }
+    what = metrics.help["warmpool_pool_domain_enabled"]
+    assert what.startswith("Database, read at scrape time: 1 while some live worker"), what
+    assert "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS" in what
 
 
 async def test_process_counters_move_with_sheds_refusals_and_sweeps(

@@ -11,6 +11,7 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from server.auth import bootstrap_keys, key_hash
+from tests.support.fleet import standing_worker
 from tests.support.http import assert_problem
 from tests.support.server import ROOT, environment
 
@@ -71,17 +72,33 @@ async def test_keys_create_prints_the_key_last_and_stores_only_its_hash(
 
 
 async def test_status_and_bad_settings_on_the_command_line(database_url: str) -> None:
+    await standing_worker(
+        database_url,
+        "no-pgtap",
+        domains=["python-backend", "marketing-copy"],
+        disabled={"sql-data": "pgTAP is not installed", "javascript-frontend": "no Node.js"},
+    )
+    await standing_worker(database_url, "no-node", domains=["python-backend", "sql-data"])
     status = await asyncio.to_thread(warmpool, database_url, "status")
     assert status.returncode == 0, status.stderr
     assert "pending" in status.stdout
     assert "interactive" in status.stdout
     pool_rows = status.stdout.split("pool (")[1].splitlines()
     assert pool_rows[1].split()[:2] == ["domain", "approved"]
-    assert [row.split()[0] for row in pool_rows[2:]] == [
-        "python-backend",
-        "sql-data",
-        "javascript-frontend",
-        "marketing-copy",
+    assert pool_rows[1].split()[-1] == "enabled"
+    assert [(row.split()[0], row.split()[-1]) for row in pool_rows[2:6]] == [
+        ("python-backend", "yes"),
+        ("sql-data", "yes"),
+        ("javascript-frontend", "no"),
+        ("marketing-copy", "yes"),
+    ]
+    # Why, for each domain that some live worker cannot make.
+    assert pool_rows[7:] == [
+        "workers that cannot make a domain (enabled: no, when none can)",
+        "  sql-data: worker no-pgtap: pgTAP is not installed",
+        "  javascript-frontend: worker no-node: not in this worker's domain map; "
+        "worker no-pgtap: no Node.js",
+        "  marketing-copy: worker no-node: not in this worker's domain map",
     ]
     bad = await asyncio.to_thread(
         subprocess.run,

@@ -15,6 +15,7 @@ from core import domains
 from pool import serving
 from server.auth import Role
 from server.ui.charts import CHART_HEIGHT
+from tests.support.fleet import standing_worker
 from tests.support.http import sign_in
 from tests.support.jobs import enqueue, start_generating
 from tests.support.missions import add_mission
@@ -97,3 +98,26 @@ async def test_the_pool_page_needs_a_session(client: Client) -> None:
     response = await client.get("/qa/pool", follow_redirects=False)
     assert response.status_code == 303
     assert response.headers["location"] == "/qa/sign-in?next=%2Fqa%2Fpool"
+
+
+async def test_the_pool_page_says_why_no_live_worker_can_make_a_domain(
+    client: Client, keys: dict[Role, str], database_url: str
+) -> None:
+    await sign_in(client, keys["qa_reviewer"])
+    nobody = await client.get("/qa/pool")
+    assert "no worker is running" in domain_row(nobody.text, "python-backend")
+
+    await standing_worker(
+        database_url, "no-pgtap", domains=["python-backend"], disabled={"sql-data": "no pgTAP"}
+    )
+    await standing_worker(database_url, "full", domains=["python-backend", "sql-data"])
+    page = (await client.get("/qa/pool")).text
+    python, sql, javascript = (
+        domain_row(page, name) for name in ("python-backend", "sql-data", "javascript-frontend")
+    )
+    assert "no worker can make it" not in python
+    assert "<li>" not in python, "every live worker makes it"
+    assert "no worker can make it" not in sql
+    assert "<li>not on no-pgtap: no pgTAP</li>" in sql, "the one that cannot, and why"
+    assert "no worker can make it" in javascript
+    assert "<li>not on full: not in this worker&#39;s domain map</li>" in javascript

@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 import msgspec
+import pytest
 import yaml
 
 from core import domains
@@ -30,7 +31,7 @@ from server import services
 from server.runtime import WorkerRuntime
 from server.services import queue_limits
 from server.settings import Settings
-from tests.support.fleet import EVERY_DOMAIN
+from tests.support.fleet import EVERY_DOMAIN, standing_worker
 from tests.support.generators import Gated
 from tests.support.jobs import LIMITS, enqueue
 from tests.support.missions import add_mission
@@ -39,6 +40,9 @@ from tests.support.replenish_process import BARRIER_LOCK
 from tests.support.server import ROOT, environment
 
 PRIOR_PASS = PRIOR_APPROVED * PRIOR_GENERATED
+HEARTBEAT_TIMEOUT = Settings().heartbeat_timeout
+# Every domain can be made unless a test says otherwise.
+pytestmark = pytest.mark.usefixtures("standing_worker")
 MINUTE = timedelta(minutes=1)
 
 
@@ -72,7 +76,9 @@ def replenisher(
     max_per_pass: int = 100,
     limits: admission.AdmissionLimits = LIMITS,
 ) -> Replenisher:
-    return Replenisher(pool, the_map, limits, max_per_pass=max_per_pass)
+    return Replenisher(
+        pool, the_map, limits, max_per_pass=max_per_pass, heartbeat_timeout=HEARTBEAT_TIMEOUT
+    )
 
 
 def enqueued(result: ReplenishPass) -> dict[str, int]:
@@ -133,7 +139,12 @@ async def test_a_pool_drained_by_serves_is_refilled_to_target(pool: asyncpg.Pool
                     now=now - 10 * MINUTE,
                 )
             assert served is not None
-    drained = {each.domain: each for each in (await stats.read(pool, the_map, now)).domains}
+    drained = {
+        each.domain: each
+        for each in (
+            await stats.read(pool, the_map, heartbeat_timeout=HEARTBEAT_TIMEOUT, now=now)
+        ).domains
+    }
     assert drained["python-backend"].approved == 0
 
     first = await replenisher(pool, the_map).run_once(now)
@@ -148,7 +159,12 @@ async def test_a_pool_drained_by_serves_is_refilled_to_target(pool: asyncpg.Pool
     assert await worker.drain(None)
 
     later = now + 2 * timedelta(hours=1)
-    refilled = {each.domain: each for each in (await stats.read(pool, the_map, later)).domains}
+    refilled = {
+        each.domain: each
+        for each in (
+            await stats.read(pool, the_map, heartbeat_timeout=HEARTBEAT_TIMEOUT, now=later)
+        ).domains
+    }
     backend = refilled["python-backend"]
     assert backend.approved == 6 >= backend.target
     assert backend.forecast.lead_time_p90_s == 30 * 60, "six approvals measured the lead time"
@@ -257,18 +273,24 @@ async def test_an_unreachable_domain_is_never_replenished(pool: asyncpg.Pool) ->
     assert result.domains == []
     frontend = next(
         each
-        for each in (await stats.read(pool, the_map)).domains
+        for each in (await stats.read(pool, the_map, heartbeat_timeout=HEARTBEAT_TIMEOUT)).domains
         if each.domain == "javascript-frontend"
     )
     assert (frontend.reachable, frontend.forecast.deficit) == (False, 0)
 
 
-async def test_a_domain_this_worker_cannot_make_is_left_for_another(pool: asyncpg.Pool) -> None:
+async def test_only_domains_that_a_live_worker_can_make_are_replenished(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
     the_map = parsed(python_backend=2, sql_data=2)
-    without_pgtap = Replenisher(
-        pool, the_map, LIMITS, max_per_pass=100, can_make=lambda domain: domain.language != "sql"
+    await pool.execute("DELETE FROM workers")
+    assert enqueued(await replenisher(pool, the_map).run_once()) == {}, "no worker is running"
+    await standing_worker(
+        database_url, "no-pgtap", domains=["python-backend"], disabled={"sql-data": "no pgTAP"}
     )
-    assert set(enqueued(await without_pgtap.run_once())) == {"python-backend"}
+    assert set(enqueued(await replenisher(pool, the_map).run_once())) == {"python-backend"}
+    # Whichever process leads the pass: what counts is what the live workers can make.
+    await standing_worker(database_url, "with-pgtap", domains=["python-backend", "sql-data"])
     assert set(enqueued(await replenisher(pool, the_map).run_once())) == {"sql-data"}
 
 

@@ -5,6 +5,7 @@ import asyncio
 from typing import Any
 
 import asyncpg
+import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
@@ -22,6 +23,9 @@ from tests.support.server import ROOT
 
 Client = AsyncTestClient[Litestar]
 BACKEND = {"user_id": "ada", "track": "backend-engineer"}
+HEARTBEAT_TIMEOUT = Settings().heartbeat_timeout
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = pytest.mark.usefixtures("standing_worker")
 
 
 async def serve(
@@ -260,7 +264,12 @@ async def test_a_user_who_asks_again_meanwhile_gets_the_job_under_way(
     # Three clicks at once, each with its own key, from three connections.
     answers = await asyncio.gather(
         *(
-            requests.serve_or_enqueue(pool, user_request(f"click-{n}"), limits=LIMITS)
+            requests.serve_or_enqueue(
+                pool,
+                user_request(f"click-{n}"),
+                limits=LIMITS,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            )
             for n in range(3)
         )
     )

@@ -31,6 +31,9 @@ from tests.support.http import bearer
 from tests.support.openai_stub import USAGE, Behaviour, OpenAIStub, StubServer
 from tests.support.proving import require
 
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = pytest.mark.usefixtures("standing_worker")
+
 ROOT = Path(__file__).resolve().parents[3]
 MODEL = "gpt-4o-mini"
 MINUTE = timedelta(minutes=1)
