@@ -2,9 +2,8 @@
 
 -- name: mission_serve_least_served
 -- One statement: pick the least-served approved, unretired mission of the allowed domains
--- that this user does not have yet (and no mission while the user waits on an interactive
--- job of this track), count the serve, retire the mission when the count reaches its limit,
--- and snapshot the candidate's instance.
+-- that this user does not have yet, count the serve, retire the mission when the count
+-- reaches its limit, and snapshot the candidate's instance.
 -- Only a mission at the lowest committed count may be taken, so counts stay within one of
 -- each other however many serves run at once; SKIP LOCKED spreads concurrent serves over
 -- the missions at that level instead of queueing them on one row. The conditions are
@@ -17,13 +16,6 @@ WITH eligible AS (
       AND m.qa_status = 'approved' AND m.retired_at IS NULL  -- the missions_servable index
       AND NOT EXISTS (
           SELECT 1 FROM mission_instances i WHERE i.mission_id = m.id AND i.user_id = $2::text
-      )
-      -- A user whose interactive job for this track is still active is answered with that
-      -- job instead (one probe of generation_jobs_active_per_user, evaluated once).
-      AND NOT EXISTS (
-          SELECT 1 FROM generation_jobs j
-          WHERE j.user_id = $2::text AND j.track = $3::text AND j.lane = 'interactive'
-            AND j.status IN ('pending', 'generating', 'awaiting_review')
       )
 ),
 chosen AS (

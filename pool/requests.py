@@ -78,8 +78,10 @@ async def serve_or_enqueue(
         )
         if instance is not None:
             return idempotency.Remembered(job_id=None, instance_id=int(instance.id))
-        # A user who asks again while their generation is under way gets that job, whatever
-        # the request's key: a click more never pays for a second generation.
+        # No stock: a user who asks again while their generation is under way gets that job,
+        # whatever the request's key: a click more never pays for a second generation. (With
+        # stock the serve above answers at once and costs nothing, and it never reads the jobs
+        # table, so serving never waits on the queue.)
         job_id = await admission.active_interactive_job(connection, request.user_id, request.track)
         if job_id is None:
             job_id = await _enqueue(connection, request, limits, heartbeat_timeout, metrics)
