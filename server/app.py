@@ -25,6 +25,7 @@ from server.errors import exception_handlers
 from server.generation_wiring import opened_provider, spend_budget
 from server.metrics import Scraping, read_snapshot
 from server.routes import health, jobs, metrics, operators, review, serve
+from server.routes.options import with_options
 from server.runtime import running_worker
 from server.services import Services, provide_services, queue_limits
 from server.settings import Settings
@@ -84,24 +85,28 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
 
     return Litestar(
         route_handlers=[
-            health.healthz,
-            health.readyz,
-            metrics.scrape,
-            jobs.create_job,
-            jobs.read_job,
-            jobs.cancel_job,
-            operators.read_queue,
-            operators.read_pool,
-            operators.read_workers,
-            operators.replenish,
-            serve.serve,
-            serve.read_instance,
-            serve.user_instances,
-            review.list_missions,
-            review.read_mission,
-            review.approve_mission,
-            review.reject_mission,
-            review.retire_mission,
+            *with_options(
+                [
+                    health.healthz,
+                    health.readyz,
+                    metrics.scrape,
+                    jobs.create_job,
+                    jobs.read_job,
+                    jobs.cancel_job,
+                    operators.read_queue,
+                    operators.read_pool,
+                    operators.read_workers,
+                    operators.replenish,
+                    serve.serve,
+                    serve.read_instance,
+                    serve.user_instances,
+                    review.list_missions,
+                    review.read_mission,
+                    review.approve_mission,
+                    review.reject_mission,
+                    review.retire_mission,
+                ]
+            ),
             ui.router(settings),
         ],
         template_config=ui.template_config(),

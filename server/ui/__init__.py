@@ -13,6 +13,7 @@ from litestar.di import Provide
 from litestar.static_files import create_static_files_router
 
 from server.errors import exception_handlers
+from server.routes.options import with_options
 from server.settings import Settings
 from server.ui import pool_page, review_pages, session, sign_in
 from server.ui.rendering import EXCEPTION_HANDLERS, STATIC, template_config
@@ -35,15 +36,19 @@ def router(settings: Settings) -> Router:
     return Router(
         path=session.HOME,
         route_handlers=[
-            sign_in.sign_in_page,
-            sign_in.sign_in,
-            sign_in.sign_out,
-            review_pages.queue_page,
-            review_pages.mission_page,
-            review_pages.approve,
-            review_pages.reject,
-            review_pages.retire,
-            pool_page.pool_page,
+            *with_options(
+                [
+                    sign_in.sign_in_page,
+                    sign_in.sign_in,
+                    sign_in.sign_out,
+                    review_pages.queue_page,
+                    review_pages.mission_page,
+                    review_pages.approve,
+                    review_pages.reject,
+                    review_pages.retire,
+                    pool_page.pool_page,
+                ]
+            ),
             # Static files carry no session, which error pages need: theirs are problem details.
             create_static_files_router(
                 "/static",

@@ -1,6 +1,6 @@
 """The published OpenAPI document against what the server does: every error answer it declares
-is problem details, and what it does not declare (another method, another path) is a 405 or a
-404 problem."""
+is problem details, OPTIONS names the methods it declares, and what it does not declare (another
+method, another path) is a 405 or a 404 problem."""
 
 from __future__ import annotations
 
@@ -53,6 +53,18 @@ async def test_a_method_a_path_does_not_declare_is_a_405_naming_those_it_does(
             assert_problem(answer, 405, f"{method} is not allowed on {path}")
             allowed = {name.strip() for name in answer.headers["allow"].split(",")}
             assert set(item) <= allowed <= set(item) | {"HEAD", "OPTIONS"}, (method, path)
+
+
+async def test_options_names_every_method_of_the_path(
+    client: Client, keys: dict[Role, str]
+) -> None:
+    paths = {path: set(item) for path, item in (await operations(client)).items()}
+    paths["/qa/sign-in"] = {"GET", "POST"}
+    for path, methods in paths.items():
+        answer = await client.options(path, headers=bearer(keys["admin"]))
+        assert answer.status_code == 204, (path, answer.text)
+        allowed = {name.strip() for name in answer.headers["allow"].split(",")}
+        assert allowed == methods | {"OPTIONS"}, path
 
 
 async def test_a_path_the_document_does_not_declare_is_a_404(
