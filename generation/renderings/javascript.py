@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from pathlib import PurePosixPath
 from typing import Literal, NamedTuple
@@ -44,6 +44,8 @@ _BEFORE_EXPRESSION = frozenset({
     "instanceof", "else", "do", "await",
 })
 # fmt: on
+_PUNCTUATOR = re.compile("|".join(map(re.escape, _PUNCTUATION)) + r"|.", re.DOTALL)
+_SPACE = re.compile(r"\s+")
 _NAME = re.compile(r"[A-Za-z_$][\w$]*")
 _NUMBER = re.compile(r"\.?\d[\w.]*")
 _NAMES_IN_STRING = re.compile(r"\s*[A-Za-z_$][\w$]*(?:\s*,\s*[A-Za-z_$][\w$]*)*\s*")
@@ -79,8 +81,8 @@ def tokens(source: str) -> list[Token]:
     templates: list[int] = []
     while position < len(source):
         character = source[position]
-        if character.isspace():
-            position += 1
+        if space := _SPACE.match(source, position):
+            position = space.end()
         elif source.startswith("//", position):
             position = _after(source, "\n", position)
         elif source.startswith("/*", position):
@@ -102,12 +104,17 @@ def tokens(source: str) -> list[Token]:
             found.append(Token(kind, match.group(), position))
             position = match.end()
         else:
-            text = next((p for p in _PUNCTUATION if source.startswith(p, position)), character)
+            text = _PUNCTUATOR.match(source, position).group()  # type: ignore[union-attr]
             if templates and text in "{}":
                 templates[-1] += 1 if text == "{" else -1
             found.append(Token("punctuation", text, position))
             position += len(text)
     return found
+
+
+@lru_cache(maxsize=256)  # a mission's files are rendered many times over
+def _cached_tokens(source: str) -> tuple[Token, ...]:
+    return tuple(tokens(source))
 
 
 def _template_text(source: str, position: int, found: list[Token], templates: list[int]) -> int:
@@ -321,7 +328,7 @@ def _closing(found: Sequence[Token], open_: int) -> int:
 
 def rewrite(path: str, source: str, renames: Mapping[str, str]) -> str:
     pieces, position = [], 0
-    for token in tokens(source):
+    for token in _cached_tokens(source):
         if token.kind == "name" and token.text in renames:
             pieces += [source[position : token.start], renames[token.text]]
             position = token.start + len(token.text)

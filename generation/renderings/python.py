@@ -20,6 +20,7 @@ import keyword
 import re
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 from generation.renderings.scan import RenderingFailed, Scan, SourceFile
@@ -69,28 +70,30 @@ def scan(files: Sequence[SourceFile]) -> Scan:
 
 def rewrite(path: str, source: str, renames: Mapping[str, str]) -> str:
     """`source` with every use of a renamed name renamed; strings and comments as they were."""
+    rendered = bytearray(source.encode())
+    for offset, old in reversed(_located(path, source)):
+        if old in renames:
+            rendered[offset : offset + len(old.encode())] = renames[old].encode()
+    result = rendered.decode()
+    _parse(path, result)
+    return result
+
+
+@lru_cache(maxsize=256)  # a mission's files are rendered many times over
+def _located(path: str, source: str) -> tuple[tuple[int, str], ...]:
+    """(byte offset, name) of every identifier the syntax tree writes, in order."""
     text = source.encode()
     starts = [0]
     for text_line in text.splitlines(keepends=True):
         starts.append(starts[-1] + len(text_line))
-    edits: dict[int, tuple[str, str]] = {}
-
-    def at(line: int, column: int, old: str) -> None:
-        if old in renames:
-            edits[starts[line - 1] + column] = (old, renames[old])
-
+    found: dict[int, str] = {}
     for node in ast.walk(_parse(path, source)):
-        for line, column, old in _occurrences(node, text, starts):
-            at(line, column, old)
-    rendered = bytearray(text)
-    for offset in sorted(edits, reverse=True):
-        old, new = edits[offset]
-        if rendered[offset : offset + len(old.encode())] != old.encode():
-            raise RenderingFailed(f"{path}: {old!r} is not where the syntax tree puts it")
-        rendered[offset : offset + len(old.encode())] = new.encode()
-    result = rendered.decode()
-    _parse(path, result)
-    return result
+        for line, column, name in _occurrences(node, text, starts):
+            offset = starts[line - 1] + column
+            if text[offset : offset + len(name.encode())] != name.encode():
+                raise RenderingFailed(f"{path}: {name!r} is not where the syntax tree puts it")
+            found[offset] = name
+    return tuple(sorted(found.items()))
 
 
 def _occurrences(node: ast.AST, text: bytes, starts: list[int]) -> Iterator[tuple[int, int, str]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from typing import Literal, NamedTuple
 
@@ -105,6 +105,11 @@ def tokens(source: str) -> list[Token]:
             position = other.end() if other else position + 1
             found.append(Token("other", source[start:position], start, position))
     return found
+
+
+@lru_cache(maxsize=1024)  # a mission's files (and their bodies) are rendered many times over
+def _cached_tokens(source: str) -> tuple[Token, ...]:
+    return tuple(tokens(source))
 
 
 def _quoted(source: str, start: int) -> Token:
@@ -278,7 +283,7 @@ def rewrite(path: str, source: str, renames: Mapping[str, str]) -> str:
 
 def _rewritten(source: str, renames: Mapping[str, str]) -> str:
     pieces, position = [], 0
-    for token in tokens(source):
+    for token in _cached_tokens(source):
         replacement = _replacement(token, renames)
         if replacement is not None:
             pieces += [source[position : token.start], replacement]
