@@ -1,0 +1,114 @@
+"""Renderings as a whole: names from the vocabulary in the identifier's style, numbered
+renderings that are distinct and repeatable, over every code mission of the catalog."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from generation.offline import catalog, saboteur
+from generation.offline.catalog import CatalogMission
+from generation.renderings import Renderer, Sources, rename_prose
+from generation.renderings.naming import Plan, candidates
+
+CODE_MISSIONS = [mission for mission in catalog.load() if mission.language != "none"]
+DOMAINS = {"python": "python-backend", "javascript": "javascript-frontend", "sql": "sql-data"}
+WORDS = {"price": ("cost", "rate"), "line": ("row",), "entry": ("item",)}
+
+
+def renderer(mission: CatalogMission) -> Renderer:
+    sabotage = saboteur.sabotage(mission, seed=1, try_number=1)
+    sources = Sources(
+        gold_files=mission.gold_files,
+        test_files=mission.test_files,
+        sabotaged_files=sabotage.sabotaged_files,
+    )
+    return Renderer(sources, language=mission.language, domain=DOMAINS[mission.language])
+
+
+@pytest.mark.parametrize(
+    ("identifier", "expected"),
+    [
+        ("unit_price", ["unit_cost", "unit_rate"]),
+        ("UNIT_PRICE", ["UNIT_COST", "UNIT_RATE"]),
+        ("unitPrice", ["unitCost", "unitRate"]),
+        ("LinePrice", ["LineCost", "LineRate", "RowPrice", "RowCost", "RowRate"]),
+        ("_lines", ["_rows"]),
+        ("entries", ["items"]),
+        ("HTTPLine", ["HTTPRow"]),
+        ("total", []),
+    ],
+)
+def test_candidates_replace_words_from_the_vocabulary_in_the_identifiers_style(
+    identifier: str, expected: list[str]
+) -> None:
+    assert candidates(identifier, WORDS) == expected
+
+
+def test_every_number_of_a_plan_is_a_different_consistent_renaming() -> None:
+    plan = Plan(
+        ["price", "line", "entry", "total"],
+        taken=["price", "line", "entry", "total", "rate"],
+        words=WORDS,
+        allowed=lambda name: True,
+    )
+    # `rate` is taken; `total` has no alternative; the rest keep their name or take one.
+    assert plan.options == {"entry": ["item"], "line": ["row"], "price": ["cost"]}
+    assert plan.count == 2 * 2 * 2 - 1
+    renderings = [plan.renames(number) for number in range(plan.count)]
+    assert all(renderings)  # the mission as written is not among them
+    assert len({tuple(sorted(renames.items())) for renames in renderings}) == plan.count
+    assert renderings == [plan.renames(number) for number in range(plan.count)]
+    with pytest.raises(ValueError, match="outside"):
+        plan.renames(plan.count)
+
+
+def test_a_name_two_identifiers_could_take_goes_to_one_of_them_only() -> None:
+    plan = Plan(
+        ["entry", "line"],
+        taken=[],
+        words={"entry": ("row", "item"), "line": ("row",)},
+        allowed=lambda name: True,
+    )
+    assert plan.options == {"entry": ["row", "item"]}
+
+
+@pytest.mark.parametrize("mission", CODE_MISSIONS, ids=lambda mission: mission.slug)
+def test_each_mission_has_many_renderings_and_no_two_show_the_same_files(
+    mission: CatalogMission,
+) -> None:
+    made = renderer(mission)
+    assert made.count > 1000
+    numbers = [*range(50), *range(made.count - 50, made.count)]
+    shown = set()
+    for number in numbers:
+        rendering = made.render(number)
+        assert rendering.renames
+        assert set(rendering.renames.values()).isdisjoint(rendering.renames)
+        shown.add(tuple(sorted({**rendering.sabotaged_files, **rendering.test_files}.items())))
+    assert len(shown) == len(numbers)
+    assert made.render(7) == renderer(mission).render(7)  # the same number, the same files
+
+
+@pytest.mark.parametrize("mission", CODE_MISSIONS, ids=lambda mission: mission.slug)
+def test_a_rendering_changes_identifiers_only(mission: CatalogMission) -> None:
+    made = renderer(mission)
+    rendering = made.render(made.count // 2)
+    for path, text in mission.test_files.items():
+        rendered = rendering.test_files[path]
+        words = [text.split(), rendered.split()]
+        assert len(words[0]) == len(words[1]), f"{path}: the layout changed"
+        changed = {(a, b) for a, b in itertools.zip_longest(*words) if a != b}
+        assert changed, f"{path}: nothing renamed"
+
+
+def test_prose_renames_code_spans_only() -> None:
+    text = "Fix `cart_total(lines)`: the cart total of the lines is wrong; `total` stays."
+    renames = {"cart_total": "basket_sum", "lines": "rows"}
+    assert rename_prose(text, renames, language="python") == (
+        "Fix `basket_sum(rows)`: the cart total of the lines is wrong; `total` stays."
+    )
+    assert rename_prose("`Reorder_List`", {"reorder_list": "restock"}, language="sql") == (
+        "`restock`"
+    )

@@ -1,0 +1,128 @@
+"""Renaming JavaScript: tokens that are code, names the mission owns, every use of them."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from generation.renderings import javascript
+from generation.renderings.scan import RenderingFailed, SourceFile
+
+
+def renamable(**files: str) -> set[str]:
+    found = javascript.scan(
+        [
+            SourceFile(f"{name.replace('_', '.')}.js", textwrap.dedent(text), True, True)
+            for name, text in files.items()
+        ]
+    )
+    return set(found.renamable)
+
+
+def rewritten(source: str, **renames: str) -> str:
+    return javascript.rewrite("code.js", textwrap.dedent(source), renames)
+
+
+def test_template_literal_expressions_are_renamed_and_their_text_is_not() -> None:
+    source = """
+        const price = 3;
+        const label = (quantity) => `price ${price * quantity} for ${`${quantity} x`} {price}`;
+    """
+    renamed = rewritten(source, price="cost", quantity="count")
+    assert "const cost = 3;" in renamed
+    assert "(count) => `price ${cost * count} for ${`${count} x`} {price}`" in renamed
+
+
+def test_object_shorthand_renames_the_property_and_the_variable_together() -> None:
+    source = """
+        function summary(lines) {
+          const subtotal = lines.reduce((sum, line) => sum + line.priceCents, 0);
+          return { subtotal, total: subtotal + 1 };
+        }
+        module.exports = { summary };
+    """
+    test = """
+        const { summary } = require('./cart');
+        test('totals', () => {
+          const result = summary([{ priceCents: 2 }]);
+          expect(result.subtotal).toBe(2);
+          expect(result).toEqual({ subtotal: 2, total: 3 });
+        });
+    """
+    found = renamable(cart=source, cart_test=test)
+    assert {"summary", "lines", "subtotal", "total", "line", "priceCents", "result"} <= found
+    assert {"reduce", "test", "expect", "toBe", "toEqual", "module", "exports"}.isdisjoint(found)
+    assert "return { gross, total: gross + 1 };" in rewritten(source, subtotal="gross")
+    assert "expect(result.gross).toBe(2);" in rewritten(test, subtotal="gross")
+    assert "toEqual({ gross: 2, total: 3 })" in rewritten(test, subtotal="gross")
+
+
+def test_regular_expressions_strings_and_comments_are_not_code() -> None:
+    source = """
+        // email: checked below
+        const EMAIL = /^[^\\s@]+@email\\.[a-z]+$/i;
+        const half = total / 2 / email;
+        const message = 'email ' + "total";
+    """
+    renamed = rewritten(source, email="address", EMAIL="ADDRESS", total="sum")
+    assert "// email: checked below" in renamed
+    assert "const ADDRESS = /^[^\\s@]+@email\\.[a-z]+$/i;" in renamed
+    assert "const half = sum / 2 / address;" in renamed
+    assert "'email ' + \"total\"" in renamed
+
+
+def test_names_bound_from_packages_and_properties_never_written_are_pinned() -> None:
+    found = renamable(
+        code="""
+        const { sum, max: largest } = require('lodash');
+        import chunk from 'lodash/chunk';
+        function total(event, amounts) {
+          const target = event.target;
+          return sum(amounts) + largest(amounts) + chunk(amounts).length + target;
+        }
+        """
+    )
+    assert {"sum", "largest", "chunk", "target", "length"}.isdisjoint(found)
+    assert {"total", "event", "amounts"} <= found
+
+
+def test_names_spelled_in_strings_and_builtins_are_pinned() -> None:
+    found = renamable(
+        code="""
+        const errors = {};
+        function check(form, topic) {
+          if (form.topic === 'order') errors['email'] = form.name;
+          const email = form.email;
+          return { errors, order: topic, email };
+        }
+        """
+    )
+    assert {"order", "email", "name"}.isdisjoint(found)
+    assert "topic" not in found  # read as `form.topic`, which no code of the mission writes
+    assert {"errors", "check", "form"} <= found
+
+
+def test_parameters_defaults_destructuring_and_methods_are_declarations() -> None:
+    found = renamable(
+        code="""
+        class Pager {
+          links(current, total, around = 1) { return [current, total, around]; }
+        }
+        function filterProducts(products, { minPrice = 0, inStockOnly = false }) {
+          return products.filter((product) => product.price >= minPrice || inStockOnly);
+        }
+        const pager = new Pager();
+        const shown = filterProducts([{ price: 2 }], { minPrice: 1 }).concat(pager.links(1, 2));
+        """
+    )
+    assert {
+        "Pager", "links", "current", "total", "around", "filterProducts", "products",
+        "minPrice", "inStockOnly", "product", "price", "pager", "shown",
+    } <= found  # fmt: skip
+    assert {"filter", "concat"}.isdisjoint(found)
+
+
+def test_an_unclosed_template_cannot_be_rendered() -> None:
+    with pytest.raises(RenderingFailed, match="template literal"):
+        javascript.rewrite("code.js", "const a = `open ${b}", {"a": "c"})
