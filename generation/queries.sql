@@ -254,6 +254,83 @@ SELECT lanes.lane,
         FROM generation_jobs WHERE status = 'pending' AND lane = lanes.lane) AS oldest_pending_age_s
 FROM (VALUES ('interactive'), ('replenish')) AS lanes(lane);
 
+-- name: jobs_listed
+-- A page of jobs for the jobs page, newest first: those of the statuses $1 on the lanes $2, in
+-- the domain $3 (NULL: every domain) or of the user $6 (NULL: every user), created before job
+-- $4 (NULL: from the newest), at most $5, each with its model calls and their cost. Without a user, one read of
+-- generation_jobs_listed backwards per status, lane and domain, each of at most $5 entries,
+-- then the newest $5 of those: one scan in time order would read the whole history where the
+-- filters match few jobs (a domain that no worker can make has none). The domains are found in
+-- the same index, one probe each (a loose index scan), so jobs of a domain since dropped from
+-- the domain map are listed too. A user's jobs come from generation_jobs_of_user.
+WITH RECURSIVE groups AS (
+    SELECT s.status, l.lane, coalesce($3::text, (
+        SELECT min(j.domain) FROM generation_jobs j WHERE j.status = s.status AND j.lane = l.lane
+    )) AS domain
+    FROM unnest($1::text[]) AS s(status), unnest($2::text[]) AS l(lane)
+    WHERE $6::text IS NULL
+    UNION ALL
+    SELECT g.status, g.lane, (
+        SELECT min(j.domain) FROM generation_jobs j
+        WHERE j.status = g.status AND j.lane = g.lane AND j.domain > g.domain
+    )
+    FROM groups g
+    WHERE g.domain IS NOT NULL AND $3::text IS NULL
+),
+-- Where the page starts; a job deleted since (retention) had nothing older left either.
+cursor AS (
+    SELECT coalesce(
+               (SELECT created_at FROM generation_jobs WHERE id = $4::bigint),
+               CASE WHEN $4::bigint IS NULL THEN 'infinity' ELSE '-infinity' END::timestamptz
+           ) AS created_at,
+           coalesce($4::bigint, 0) AS id
+),
+page AS (
+    SELECT p.* FROM groups g, cursor c
+    CROSS JOIN LATERAL (
+        SELECT * FROM generation_jobs j
+        WHERE j.status = g.status AND j.lane = g.lane AND j.domain = g.domain
+          AND (j.created_at, j.id) < (c.created_at, c.id)
+        ORDER BY j.created_at DESC, j.id DESC
+        LIMIT $5::int
+    ) p
+    UNION ALL
+    SELECT j.* FROM generation_jobs j, cursor c
+    WHERE j.user_id = $6::text AND j.status = ANY($1::text[]) AND j.lane = ANY($2::text[])
+      AND ($3::text IS NULL OR j.domain = $3::text)
+      AND (j.created_at, j.id) < (c.created_at, c.id)
+    ORDER BY created_at DESC, id DESC
+    LIMIT $5::int
+)
+SELECT j.id, j.status, j.lane, j.user_id, j.track, j.domain, j.attempt, j.worker_id,
+       j.created_at, j.started_at, j.heartbeat_at, j.finished_at, j.error, j.mission_id,
+       j.instance_id, spend.llm_calls, spend.cost_usd
+FROM page j
+CROSS JOIN LATERAL (
+    SELECT count(*) AS llm_calls, coalesce(sum(cost_usd), 0) AS cost_usd
+    FROM llm_calls WHERE job_id = j.id
+) spend
+ORDER BY j.created_at DESC, j.id DESC;
+
+-- name: jobs_at_a_glance_by_domain
+-- Per domain of $1 and lane: the jobs pending and generating (a few hundred live rows at
+-- most) and the newest failure, one probe of generation_jobs_listed.
+SELECT d.domain, l.lane,
+       (SELECT count(*) FROM generation_jobs
+        WHERE status = 'pending' AND lane = l.lane AND domain = d.domain) AS pending,
+       (SELECT count(*) FROM generation_jobs
+        WHERE status = 'generating' AND lane = l.lane AND domain = d.domain) AS generating,
+       failure.id AS failed_job_id, failure.finished_at AS failed_at, failure.error AS failure
+FROM unnest($1::text[]) AS d(domain)
+CROSS JOIN (VALUES ('interactive'), ('replenish')) AS l(lane)
+LEFT JOIN LATERAL (
+    SELECT id, finished_at, error FROM generation_jobs
+    WHERE status = 'failed' AND lane = l.lane AND domain = d.domain
+    ORDER BY created_at DESC, id DESC
+    LIMIT 1
+) failure ON true
+ORDER BY d.domain, l.lane;
+
 -- name: jobs_awaiting_review_of_mission
 -- The interactive jobs whose users wait on this mission's review, locked for settling.
 SELECT id FROM generation_jobs

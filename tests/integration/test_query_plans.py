@@ -1,6 +1,7 @@
 """The claim and count queries read generation_jobs through the partial indexes on its live
-rows only, however much finished history the table holds (migration 0001); a scrape of
-/metrics reads neither every instance nor every ledger row, however many there are.
+rows only, however much finished history the table holds (migration 0001), and the jobs page
+reads a page of index entries per filter (migration 0016); a scrape of /metrics reads neither
+every instance nor every ledger row, however many there are.
 
 The plans are the ones Postgres runs: auto_explain logs each executed statement's plan to this
 session, nested ones included, so the claim's statement inside its plpgsql function
@@ -11,6 +12,7 @@ that is rolled back, so every test sees the same table.
 """
 
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -406,6 +408,108 @@ async def test_retention_deletes_a_batch_by_primary_key_whatever_the_tables_size
     # Not once per batch through the whole table: the oldest by their finish, then by id.
     check(plans, only={FINISHED, PRIMARY_KEY})
     assert {FINISHED, PRIMARY_KEY} <= set().union(*(reads_of_jobs(p["Plan"]) for p in plans))
+
+
+LISTED = "generation_jobs_listed"
+OF_USER = "generation_jobs_of_user"
+EVERY_LANE = ["interactive", "replenish"]
+FIRST_SHOWN = ["pending", "generating", "failed"]
+
+
+def read_by_id_only(plans: list[dict[str, Any]]) -> None:
+    """The primary key finds the rows that another index named, one id each: it is never read
+    in order and filtered."""
+    for plan in plans:
+        for node in nodes(plan["Plan"]):
+            if node.get("Index Name") == PRIMARY_KEY:
+                assert re.fullmatch(r"\(id = [^()]+\)", node["Index Cond"]), json.dumps(node)
+                assert "Filter" not in node, json.dumps(node)
+
+
+@plan_modes
+@pytest.mark.parametrize(
+    ("statuses", "lanes", "domain", "user_id", "before"),
+    [
+        pytest.param(FIRST_SHOWN, EVERY_LANE, None, None, None, id="first-shown"),
+        pytest.param(["failed"], ["interactive"], "python-backend", None, 30_000, id="older-page"),
+        # No job at all: the probes find none, where a scan by id would read every row.
+        pytest.param(FIRST_SHOWN, EVERY_LANE, "javascript-frontend", None, None, id="no-job"),
+        pytest.param(["completed", "failed"], EVERY_LANE, None, "user-6", None, id="one-user"),
+    ],
+)
+async def test_the_jobs_page_reads_a_page_of_entries_per_status_lane_and_domain(
+    history: str,
+    plan_mode: str,
+    statuses: list[str],
+    lanes: list[str],
+    domain: str | None,
+    user_id: str | None,
+    before: int | None,
+) -> None:
+    size = 50
+    rows, plans = await executed_plans(
+        history,
+        plan_mode,
+        lambda connection: connection.fetch(
+            queries["jobs_listed"], statuses, lanes, domain, before, size, user_id
+        ),
+    )
+
+    connection = await asyncpg.connect(history)
+    try:
+        expected = await connection.fetch(
+            """SELECT id FROM generation_jobs
+               WHERE status = ANY($1) AND lane = ANY($2) AND ($3::text IS NULL OR domain = $3)
+                 AND ($4::text IS NULL OR user_id = $4)
+                 AND ($5::bigint IS NULL OR (created_at, id) < (
+                     SELECT created_at, id FROM generation_jobs WHERE id = $5))
+               ORDER BY created_at DESC, id DESC LIMIT $6""",
+            statuses,
+            lanes,
+            domain,
+            user_id,
+            before,
+            size,
+        )
+    finally:
+        await connection.close()
+    assert [row["id"] for row in rows] == [row["id"] for row in expected]
+    assert rows or domain == "javascript-frontend"
+    check(plans, only={LISTED, OF_USER, PRIMARY_KEY})
+    read_by_id_only(plans)
+    if user_id:
+        assert OF_USER in set().union(*(reads_of_jobs(plan["Plan"]) for plan in plans))
+    ledger = {node.get("Index Name") for plan in plans for node in reads(plan, "llm_calls")}
+    assert ledger <= {LEDGER_BY_JOB}, "each job's spend by its own ledger rows"
+
+
+@plan_modes
+async def test_the_jobs_page_counts_each_domains_queue_from_the_live_rows(
+    history: str, plan_mode: str
+) -> None:
+    lanes, plans = await executed_plans(
+        history,
+        plan_mode,
+        lambda connection: connection.fetch(
+            queries["jobs_at_a_glance_by_domain"], sorted(DOMAIN_MAP.domains)
+        ),
+    )
+
+    counted = {(row["domain"], row["lane"]): (row["pending"], row["generating"]) for row in lanes}
+    assert counted[("python-backend", "interactive")] == (3, 1)
+    assert counted[("sql-data", "replenish")] == (2, 2)
+    connection = await asyncpg.connect(history)
+    try:
+        last_failures = await connection.fetch(
+            """SELECT DISTINCT ON (domain, lane) id FROM generation_jobs
+               WHERE status = 'failed' ORDER BY domain, lane, created_at DESC, id DESC"""
+        )
+    finally:
+        await connection.close()
+    failures = [row["failed_job_id"] for row in lanes if row["failed_job_id"] is not None]
+    assert failures == [row["id"] for row in last_failures]
+    check(plans, only={LISTED, PENDING, GENERATING, PRIMARY_KEY})
+    read_by_id_only(plans)
 
 
 async def test_the_indexes_these_plans_go_through_hold_the_live_rows_only(history: str) -> None:
