@@ -15,7 +15,7 @@ from litestar.static_files import create_static_files_router
 from server.errors import exception_handlers
 from server.routes.options import with_options
 from server.settings import Settings
-from server.ui import jobs_page, pool_page, review_pages, session, sign_in
+from server.ui import jobs_page, pool_page, review_pages, session, sign_in, spend_page
 from server.ui.rendering import EXCEPTION_HANDLERS, STATIC, template_config
 
 __all__ = ["router", "template_config"]
@@ -48,6 +48,7 @@ def router(settings: Settings) -> Router:
                     review_pages.retire,
                     pool_page.pool_page,
                     jobs_page.jobs_page,
+                    spend_page.spend_page,
                 ]
             ),
             # Static files carry no session, which error pages need: theirs are problem details.

@@ -1,15 +1,17 @@
 """What a model call is booked at: its priced usage; nothing when the request was refused
 unprocessed; its ceiling when it may have billed with no usage to show. The ledger's totals per
-outcome always match its rows."""
+outcome, and per day, model, purpose and outcome, always match its rows."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import asyncpg
 import pytest
 
+from generation import spend_report
 from generation.ledger import Ledger, Outcome, spend_by_outcome
 from tests.support.jobs import enqueue
 from tests.support.polling import eventually
@@ -103,10 +105,12 @@ async def test_the_totals_match_the_whole_ledger_after_many_calls_at_once(
     calls = [asyncio.create_task(call(number)) for number in range(60)]
     await eventually(lambda: ended(pool, 54), within=30, what="54 calls ended")
     assert await totals(pool) == await sums(pool)
+    assert await daily_totals(pool) == await daily_sums(pool)
     assert (await totals(pool))["started"] == (6, 0, 0, Decimal(0))
     finish.set()
     await asyncio.gather(*calls)
     assert await totals(pool) == await sums(pool)
+    assert await daily_totals(pool) == await daily_sums(pool)
     assert "started" not in await totals(pool)
 
 
@@ -140,3 +144,28 @@ async def sums(pool: asyncpg.Pool) -> dict[str, Figures]:
         " FROM llm_calls GROUP BY outcome"
     )
     return {row[0]: (row[1], row[2], row[3], row[4]) for row in rows}
+
+
+async def daily_totals(pool: asyncpg.Pool) -> dict[tuple[object, ...], Figures]:
+    """What the spend page reads."""
+    today = datetime.now(UTC).date()
+    days = await spend_report.by_day(pool, first=today - timedelta(days=1), last=today)
+    return {
+        (group.day, group.model, group.purpose, group.outcome): (
+            group.spend.llm_calls,
+            group.spend.input_tokens,
+            group.spend.output_tokens,
+            Decimal(str(group.spend.cost_usd)),
+        )
+        for day in days
+        for group in day.groups
+    }
+
+
+async def daily_sums(pool: asyncpg.Pool) -> dict[tuple[object, ...], Figures]:
+    rows = await pool.fetch(
+        "SELECT (started_at AT TIME ZONE 'UTC')::date, model, purpose, outcome, count(*),"
+        " sum(input_tokens), sum(output_tokens), sum(cost_usd)"
+        " FROM llm_calls GROUP BY 1, 2, 3, 4"
+    )
+    return {tuple(row[:4]): (row[4], row[5], row[6], row[7]) for row in rows}

@@ -658,3 +658,23 @@ def reads(plan: dict[str, Any], table: str) -> list[dict[str, Any]]:
         else:
             found.append(node)
     return found
+
+
+@plan_modes
+async def test_the_spend_page_reads_the_kept_daily_totals_never_the_ledger(
+    served_history: str, plan_mode: str
+) -> None:
+    today = NOW.date()
+    days, plans = await executed_plans(
+        served_history,
+        plan_mode,
+        lambda connection: connection.fetch(
+            queries["llm_spend_by_day"], today - timedelta(days=13), today
+        ),
+        tables=("llm_spend_daily", "llm_calls"),
+    )
+
+    # A call every 90 seconds: 960 a day, and the first day's are those before NOW.
+    assert sum(row["llm_calls"] for row in days) == 13 * 960 + 480
+    assert {row["outcome"] for row in days} == {"ok", "failed", "refused"}
+    assert not [node for plan in plans for node in reads(plan, "llm_calls")]

@@ -1,0 +1,170 @@
+"""The spend page of the reviewer UI: where today's budget stands, and the ledger per day,
+model, purpose and outcome, from ledger rows written and finished by the ledger's own queries."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import asyncpg
+import msgspec
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from server.app import create_app
+from server.auth import Role
+from server.settings import Settings
+from tests.support.http import sign_in
+from tests.support.jobs import claim, enqueue, queries
+
+Client = AsyncTestClient[Litestar]
+NOW = datetime.now(UTC)
+TODAY = NOW.date()
+# (days ago, model, purpose, outcome, cost): each a call of its own.
+CALLS = [
+    (0, "gpt-big", "generate", "ok", Decimal("0.0400")),
+    (0, "gpt-big", "generate", "ok", Decimal("0.0350")),
+    (0, "gpt-big", "sabotage", "malformed", Decimal("0.0125")),
+    (0, "gpt-small", "sabotage", "ok", Decimal("0.0020")),
+    (1, "gpt-big", "generate", "failed", Decimal("0.0600")),
+    (3, "gpt-small", "generate", "ok", Decimal("0.0010")),
+    # Outside a week's window.
+    (9, "gpt-big", "generate", "ok", Decimal("1.0000")),
+]
+
+
+@pytest.fixture
+async def budget_client(settings: Settings) -> AsyncIterator[Client]:
+    budgeted = msgspec.structs.replace(settings, daily_budget_usd=2.0)
+    async with AsyncTestClient(create_app(budgeted), base_url="https://testserver.local") as client:
+        yield client
+
+
+async def write_calls(pool: asyncpg.Pool) -> int:
+    """The calls of CALLS, each started (on its day) and then finished by the ledger's query,
+    all of one job; and the job it returns, generating, reserving $0.50 of today's budget."""
+    job = await enqueue(pool, "user-1")
+    for number, (days_ago, model, purpose, outcome, cost) in enumerate(CALLS, start=1):
+        call_id = await pool.fetchval(
+            """INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model,
+                   started_at)
+               VALUES ($1, 0, $2, $3, 'openai', $4, $5) RETURNING id""",
+            job,
+            number,
+            purpose,
+            model,
+            NOW - timedelta(days=days_ago),
+        )
+        await pool.execute(queries["llm_call_finish"], call_id, 1000, 200, cost, outcome, None)
+    running = await enqueue(pool, "user-2")
+    assert await claim(pool, want=2) == [job, running]
+    await pool.execute(
+        "UPDATE generation_jobs SET reserved_usd = 0.5 WHERE id = $1 AND attempt = 1", running
+    )
+    return running
+
+
+def day_section(page: str, days_ago: int) -> str:
+    day = TODAY - timedelta(days=days_ago)
+    match = re.search(rf'<tbody id="day-{day}">(.*?)</tbody>', page, re.DOTALL)
+    assert match, f"the page has {day}"
+    return match[1]
+
+
+def text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).strip()
+
+
+async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
+    budget_client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    await write_calls(pool)
+    await sign_in(budget_client, keys["admin"])
+    response = await budget_client.get("/qa/spend?days=7")
+    assert response.status_code == 200, response.text
+    page = response.text
+    assert '<a href="/qa/spend" aria-current="page">Spend</a>' in page
+
+    in_window = [call for call in CALLS if call[0] < 7]
+    spent_today = sum(call[4] for call in CALLS if call[0] == 0)
+    assert '<dd id="budget-limit">$2.0000</dd>' in page
+    assert f'<dd id="budget-spent">${spent_today:.4f}</dd>' in page
+    assert '<dd id="budget-reserved">$0.5000</dd>' in page
+    assert (
+        f'<dd id="budget-remaining">${Decimal(2) - spent_today - Decimal("0.5"):.4f}</dd>' in page
+    )
+    assert "Claims are open on both lanes." in page
+
+    total = sum(call[4] for call in in_window)
+    assert f"${total:.4f} in {len(in_window)} model calls." in text(page)
+    assert f"day-{TODAY - timedelta(days=9)}" not in page, "outside the window"
+    assert f"day-{TODAY - timedelta(days=2)}" not in page, "a day without calls"
+
+    for days_ago in (0, 1, 3):
+        calls = [call for call in in_window if call[0] == days_ago]
+        section = day_section(page, days_ago)
+        groups: dict[tuple[str, str, str], list[Decimal]] = defaultdict(list)
+        for _, model, purpose, outcome, cost in calls:
+            groups[(model, purpose, outcome)].append(cost)
+        rows = re.findall(r'<tr class="group">(.*?)</tr>', section, re.DOTALL)
+        shown = [text(row) for row in rows]
+        expected = [
+            f"{model} {purpose} {outcome} {len(costs)} {1000 * len(costs):,} "
+            f"{200 * len(costs):,} ${sum(costs):.4f}"
+            for (model, purpose, outcome), costs in sorted(
+                groups.items(), key=lambda item: -sum(item[1])
+            )
+        ]
+        assert shown == expected, "each group, the costliest first"
+        day_total = re.search(r'<tr class="day-total">(.*?)</tr>', section, re.DOTALL)
+        assert day_total
+        assert text(day_total[1]).endswith(f"${sum(call[4] for call in calls):.4f}")
+
+    by_model = re.search(r"<caption>By model</caption>(.*?)</table>", page, re.DOTALL)
+    assert by_model
+    models = [text(row) for row in re.findall(r"<tr>(.*?)</tr>", by_model[1], re.DOTALL)]
+    big = sum(call[4] for call in in_window if call[1] == "gpt-big")
+    assert models[1].startswith("gpt-big 4 ")
+    assert models[1].endswith(f"${big:.4f}")
+
+
+async def test_a_spent_budget_says_what_it_stops(
+    budget_client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    running = await write_calls(pool)
+    await pool.execute("UPDATE generation_jobs SET reserved_usd = 2.5 WHERE id = $1", running)
+    await sign_in(budget_client, keys["qa_reviewer"])
+    page = (await budget_client.get("/qa/spend")).text
+    assert "The budget stops every claim until the day ends." in page
+
+
+async def test_without_a_budget_the_page_says_spend_is_not_limited(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    await sign_in(client, keys["qa_reviewer"])
+    empty = (await client.get("/qa/spend")).text
+    assert "No daily budget is set" in empty
+    assert "No model call started in the last 14 days." in empty
+    await write_calls(pool)
+    page = (await client.get("/qa/spend?days=30")).text
+    assert f"${sum(call[4] for call in CALLS):.4f} in {len(CALLS)} model calls." in text(page)
+
+
+@pytest.mark.parametrize("days", ["0", "367", "-1", "two", "9" * 400])
+async def test_a_bad_window_is_a_page_that_says_what_to_change(
+    client: Client, keys: dict[Role, str], days: str
+) -> None:
+    await sign_in(client, keys["qa_reviewer"])
+    response = await client.get("/qa/spend", params={"days": days})
+    assert response.status_code == 422
+    assert "days must be a whole number from 1 to 366" in response.text
+
+
+async def test_the_spend_page_needs_a_session(client: Client) -> None:
+    response = await client.get("/qa/spend", follow_redirects=False)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/qa/sign-in?next=%2Fqa%2Fspend"
