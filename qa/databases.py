@@ -75,6 +75,7 @@ class ProofDatabases:
         self._abilities = abilities
         self._statement_timeout = f"{int(timeout_s * 1000)}ms"
         self._where = _where(url)
+        self._drops: set[asyncio.Task[None]] = set()
 
     @classmethod
     async def open(
@@ -167,9 +168,14 @@ class ProofDatabases:
             if connection is not None:
                 connection.terminate()
             # Shielded: a run cancelled twice still leaves no database or role behind.
-            await asyncio.shield(self._drop(name))
+            drop = asyncio.ensure_future(self._drop(name))
+            self._drops.add(drop)
+            drop.add_done_callback(self._drops.discard)
+            await asyncio.shield(drop)
 
     async def close(self) -> None:
+        # The drops of runs cancelled by a stop go on, shielded: they need the pool.
+        await asyncio.gather(*self._drops, return_exceptions=True)
         await self._admin.close()
 
     async def _create(self, name: str, password: str) -> None:
