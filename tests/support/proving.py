@@ -8,10 +8,12 @@ from pathlib import Path
 from qa import cgroups, processes, toolchain
 from qa.proof import Prover
 from qa.results import Trust
+from server import places
 from tests.support.tools import need
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLCHAIN = ROOT / ".warmpool" / "toolchain"
+# Where `warmpool toolchain` installs it for this checkout's data folder.
+TOOLCHAIN = places.of(ROOT / ".warmpool").toolchain
 
 
 def ensure_toolchain() -> Path:

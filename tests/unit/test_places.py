@@ -1,0 +1,51 @@
+"""What other users must reach stays in the data folder wherever they can enter it; a root
+process whose data folder sits under a private folder keeps it under the shared root, without
+opening the private folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server import places
+from tests.support.tools import need
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """Under /tmp, not pytest's tmp_path, whose parent is private."""
+    folder = Path(tempfile.mkdtemp(prefix="warmpool-places-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_a_data_folder_others_can_enter_keeps_everything(open_folder: Path) -> None:
+    data_dir = open_folder / "data"
+
+    found = places.of(data_dir, shared_root=open_folder / "shared")
+
+    assert found == places.Places(
+        pgdata=data_dir / "pgdata", toolchain=data_dir / "toolchain", proofs=data_dir / "proofs"
+    )
+
+
+def test_as_root_a_private_parent_sends_them_to_the_shared_root(tmp_path: Path) -> None:
+    need(os.geteuid() == 0, "as another user, proofs and PostgreSQL run under its own uid")
+    private, shared = tmp_path / "private", tmp_path / "shared"
+    private.mkdir(mode=0o700)
+
+    first = places.of(private / "one" / ".warmpool", shared_root=shared)
+    second = places.of(private / "two" / ".warmpool", shared_root=shared)
+
+    assert (first.toolchain, first.proofs) == (shared / "toolchain", shared / "proofs")
+    assert (second.toolchain, second.proofs) == (first.toolchain, first.proofs)
+    assert first.pgdata.parent == shared
+    assert first.pgdata != second.pgdata, "each data folder keeps a database of its own"
+    assert places.of(private / "one" / ".warmpool", shared_root=shared) == first
+    assert private.stat().st_mode & 0o777 == 0o700
