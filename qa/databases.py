@@ -99,7 +99,8 @@ class ProofDatabases:
             if version is None or not _VERSION.match(version):
                 raise DatabasesUnavailable(
                     f"sql proofs need pgTAP in the PostgreSQL at {where} "
-                    "(Debian package postgresql-<major>-pgtap)"
+                    "(Debian package postgresql-<major>-pgtap; for the embedded PostgreSQL, "
+                    "run warmpool toolchain)"
                 )
             powers = await admin.fetchrow(queries["proof_admin_powers"])
             if powers is None or not powers["can_create"]:

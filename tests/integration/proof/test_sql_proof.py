@@ -170,8 +170,10 @@ async def test_an_admin_that_is_no_superuser_keeps_its_database_and_proves_trust
         untrusted = owned.availability("sql", "untrusted")
 
     assert judge_gold(trusted).accepted, trusted
+    server = urlsplit(owner_url)  # the suite's server: 127.0.0.1:5432, or an embedded one
     assert untrusted == (
-        "untrusted sql proofs need an admin role at 127.0.0.1:5432 that may set a role's "
+        f"untrusted sql proofs need an admin role at {server.hostname or 'localhost'}:"
+        f"{server.port or 5432} that may set a role's "
         "temp_file_limit and read the server's /proc to watch a run's memory (a superuser on a "
         "Linux server); refusing to run them unbounded"
     )
