@@ -20,6 +20,9 @@ class MissionDraft(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     gold_files: Files
     # The tests a candidate runs; empty for language `none`.
     test_files: Files
+    # Tests no candidate ever sees, run only when a candidate's fix is graded, so that a fix
+    # which special-cases the visible tests fails; empty for language `none`.
+    hidden_test_files: Files = {}
 
 
 class SabotageDraft(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -1,6 +1,7 @@
-"""The mission pipeline a worker runs for a claimed job: write the mission, prove its gold,
-plant a bug, prove the sabotage (planting again when a proof refuses it), and store the
-mission with its proof in the job's final transaction."""
+"""The mission pipeline a worker runs for a claimed job: write the mission, prove its gold
+(against its tests and its hidden tests), plant a bug, prove the sabotage (planting again when
+a proof refuses it) and record what it does to the hidden tests, and store the mission with
+its proof in the job's final transaction."""
 
 from __future__ import annotations
 
@@ -74,10 +75,18 @@ class MissionPipeline:
     async def _prove(
         self, domain: Domain, draft: MissionDraft, job: ClaimedJob, ledger: Ledger
     ) -> tuple[SabotageDraft, missions.MissionProof]:
+        if not draft.hidden_test_files:
+            raise GenerationFailed("the mission has no hidden tests, so no fix could be graded")
         gold = await self._run(domain, draft.gold_files, draft.test_files)
         verdict = judge_gold(gold)
         if not verdict.accepted:
             raise GenerationFailed(f"the gold solution failed its own tests: {verdict.reason}")
+        hidden_gold = await self._run(domain, draft.gold_files, draft.hidden_test_files)
+        hidden_verdict = judge_gold(hidden_gold)
+        if not hidden_verdict.accepted:
+            raise GenerationFailed(
+                f"the gold solution failed its hidden tests: {hidden_verdict.reason}"
+            )
         tries: list[ProofRun] = []
         for try_number in range(1, self._sabotage_tries + 1):
             sabotage = await self._provider.plant_bug(
@@ -86,8 +95,15 @@ class MissionPipeline:
             tries.append(await self._run(domain, sabotage.sabotaged_files, draft.test_files))
             verdict = judge_sabotage(tries[-1], domain.sabotage_must_fail)
             if verdict.accepted:
+                hidden_sabotage = await self._run(
+                    domain, sabotage.sabotaged_files, draft.hidden_test_files
+                )
                 proof = missions.MissionProof(
-                    gold=gold, sabotage_tries=tries, verdict=verdict.reason
+                    gold=gold,
+                    sabotage_tries=tries,
+                    verdict=verdict.reason,
+                    hidden_gold=hidden_gold,
+                    hidden_sabotage=hidden_sabotage,
                 )
                 return sabotage, proof
         raise GenerationFailed(
@@ -117,6 +133,7 @@ class MissionPipeline:
                 brief=draft.brief,
                 gold_files=draft.gold_files,
                 test_files=draft.test_files,
+                hidden_test_files=draft.hidden_test_files,
                 sabotaged_files=sabotage.sabotaged_files,
                 bug_summary=sabotage.bug_summary,
                 grader_hint=sabotage.grader_hint,

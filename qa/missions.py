@@ -27,12 +27,16 @@ NO_CODE_VERDICT = "no code: human review only"
 PROOF_REVIEWER = "proof"
 
 
-class MissionProof(msgspec.Struct, frozen=True, kw_only=True):
-    """The `proof` column: the gold run, every sabotage try's run, and the verdict."""
+class MissionProof(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The `proof` column: the gold run, every sabotage try's run, and the verdict; with
+    hidden tests, the gold's run of them (it must pass) and the accepted sabotage's (whether
+    it fails any is recorded, not required). Missions proven before hidden tests have none."""
 
     gold: ProofRun | None
     sabotage_tries: list[ProofRun]
     verdict: str
+    hidden_gold: ProofRun | None = None
+    hidden_sabotage: ProofRun | None = None
 
 
 def no_code_proof() -> MissionProof:
@@ -65,6 +69,8 @@ class Mission(MissionSummary, frozen=True, kw_only=True):
     brief: str
     gold_files: Files
     test_files: Files
+    # Never in an instance: only grading runs them.
+    hidden_test_files: Files
     sabotaged_files: Files
     # path -> unified diff from the gold file to the sabotaged one, for changed files only.
     diff: dict[str, str]
@@ -87,6 +93,7 @@ async def store(
     brief: str,
     gold_files: Files,
     test_files: Files,
+    hidden_test_files: Files,
     sabotaged_files: Files,
     bug_summary: str,
     grader_hint: str,
@@ -122,27 +129,33 @@ async def store(
         job_id,
         requested_by,
         max_serves,
-        content_hash(domain.name, gold_files, test_files, sabotaged_files),
+        content_hash(domain.name, gold_files, test_files, sabotaged_files, hidden_test_files),
         "approved" if approved_by_proof else "awaiting_review",
         PROOF_REVIEWER if approved_by_proof else None,
         proof.verdict if approved_by_proof else None,
+        hidden_test_files,
     )
     return mission_id
 
 
 def content_hash(
-    domain: str, gold_files: Files, test_files: Files, sabotaged_files: Files
+    domain: str,
+    gold_files: Files,
+    test_files: Files,
+    sabotaged_files: Files,
+    hidden_test_files: Files | None = None,
 ) -> bytes:
-    """sha256 of the domain and the three file sets in canonical JSON (sorted keys)."""
-    canonical = msgspec.json.encode(
-        {
-            "domain": domain,
-            "gold_files": gold_files,
-            "test_files": test_files,
-            "sabotaged_files": sabotaged_files,
-        },
-        order="sorted",
-    )
+    """sha256 of the domain and the file sets in canonical JSON (sorted keys). Hidden tests
+    count only when there are some, so the hashes of missions stored before them hold."""
+    fields = {
+        "domain": domain,
+        "gold_files": gold_files,
+        "test_files": test_files,
+        "sabotaged_files": sabotaged_files,
+    }
+    if hidden_test_files:
+        fields["hidden_test_files"] = hidden_test_files
+    canonical = msgspec.json.encode(fields, order="sorted")
     return hashlib.sha256(canonical).digest()
 
 

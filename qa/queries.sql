@@ -11,13 +11,14 @@
 INSERT INTO missions (
     domain, kind, language, title, brief, gold_files, test_files, sabotaged_files,
     bug_summary, grader_hint, proof, provider, prompt_version, job_id, requested_by,
-    max_serves, content_hash, qa_status, reviewed_by, reviewed_at, review_note
+    max_serves, content_hash, qa_status, reviewed_by, reviewed_at, review_note,
+    hidden_test_files
 )
 VALUES (
     $1::text, $2::text, $3::text, $4::text, $5::text, $6::jsonb, $7::jsonb, $8::jsonb,
     $9::text, $10::text, $11::jsonb, $12::text, $13::text, $14::bigint, $15::text,
     $16::int, $17::bytea, $18::text, $19::text,
-    CASE WHEN $19::text IS NULL THEN NULL ELSE now() END, $20::text
+    CASE WHEN $19::text IS NULL THEN NULL ELSE now() END, $20::text, $21::jsonb
 )
 ON CONFLICT ON CONSTRAINT missions_content_hash_unique DO NOTHING
 RETURNING id;

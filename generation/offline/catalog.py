@@ -1,10 +1,11 @@
 """The built-in mission catalog: one folder per mission under `catalog/<language>/<slug>/`.
 
-A folder holds `mission.yaml` (title, brief, which files are tests, and where a bug may be
-planted) beside the mission's real files. Bugs go only where every test looks: `mutable`
-names the functions (or SQL functions and views) that all of the mission's tests depend on,
-so that a planted bug fails every test, as the default proof requires. Mutable functions
-avoid `while` loops: a swapped comparison there may never end, which proves nothing.
+A folder holds `mission.yaml` (title, brief, which files are tests, which are the hidden tests
+that only grading runs, and where a bug may be planted) beside the mission's real files. Bugs
+go only where every test looks: `mutable` names the functions (or SQL functions and views)
+that all of the mission's tests depend on, so that a planted bug fails every test, as the
+default proof requires. Mutable functions avoid `while` loops: a swapped comparison there may
+never end, which proves nothing.
 For language `none`, `flaws` lists the factual errors that may be planted in the copy.
 """
 
@@ -33,6 +34,7 @@ class _MissionFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     title: str
     brief: str
     tests: tuple[str, ...] = ()
+    hidden_tests: tuple[str, ...] = ()
     mutable: dict[str, tuple[str, ...]] = {}
     flaws: tuple[Flaw, ...] = ()
 
@@ -44,6 +46,7 @@ class CatalogMission(msgspec.Struct, frozen=True, kw_only=True):
     brief: str
     gold_files: Files
     test_files: Files
+    hidden_test_files: Files
     # Gold file -> the functions a bug may be planted in.
     mutable: dict[str, tuple[str, ...]]
     flaws: tuple[Flaw, ...]
@@ -54,6 +57,7 @@ class CatalogMission(msgspec.Struct, frozen=True, kw_only=True):
             brief=self.brief,
             gold_files=dict(self.gold_files),
             test_files=dict(self.test_files),
+            hidden_test_files=dict(self.hidden_test_files),
         )
 
     def wrote(self, draft: MissionDraft) -> bool:
@@ -82,15 +86,19 @@ def _mission(folder: Traversable, language: Language) -> CatalogMission:
     del gold["mission.yaml"]
     missing = [path for path in described.tests if path not in gold]
     tests = {path: gold.pop(path) for path in described.tests if path in gold}
+    missing += [path for path in described.hidden_tests if path not in gold]
+    hidden = {path: gold.pop(path) for path in described.hidden_tests if path in gold}
     planted_in = [*described.mutable, *(flaw.file for flaw in described.flaws)]
     missing += [path for path in planted_in if path not in gold]
     if missing:
         raise ValueError(f"{where}/mission.yaml names files its folder lacks: {missing}")
     if language == "none":
-        if not described.flaws or tests or described.mutable:
+        if not described.flaws or tests or hidden or described.mutable:
             raise ValueError(f"{where}: a copy mission has flaws to plant, and no tests or code")
-    elif not tests or not described.mutable or described.flaws:
-        raise ValueError(f"{where}: a code mission needs tests and mutable functions, no flaws")
+    elif not tests or not hidden or not described.mutable or described.flaws:
+        raise ValueError(
+            f"{where}: a code mission needs tests, hidden tests and mutable functions, no flaws"
+        )
     return CatalogMission(
         slug=folder.name,
         language=language,
@@ -98,6 +106,7 @@ def _mission(folder: Traversable, language: Language) -> CatalogMission:
         brief=described.brief,
         gold_files=gold,
         test_files=tests,
+        hidden_test_files=hidden,
         mutable=described.mutable,
         flaws=described.flaws,
     )

@@ -24,16 +24,21 @@ TEST_FILE_NAMES: dict[Language, str] = {
 def check_mission(domain: Domain, draft: MissionDraft) -> MissionDraft:
     _check_paths(draft.gold_files, "gold_files")
     _check_paths(draft.test_files, "test_files")
+    _check_paths(draft.hidden_test_files, "hidden_test_files")
     if not draft.gold_files:
         _malformed("the mission has no gold files")
     pattern = TEST_FILE_NAMES.get(domain.language)
     if pattern is None:
-        if draft.test_files:
-            _malformed(f"a {domain.language!r} mission has no tests, yet test_files is not empty")
+        if draft.test_files or draft.hidden_test_files:
+            _malformed(f"a {domain.language!r} mission has no tests, yet it has test files")
         return draft
     if not draft.test_files:
         _malformed(f"the {domain.language} mission has no test files")
-    misnamed = [path for path in draft.test_files if not _is_test(path, pattern)]
+    misnamed = [
+        path
+        for path in [*draft.test_files, *draft.hidden_test_files]
+        if not _is_test(path, pattern)
+    ]
     if misnamed:
         _malformed(f"test files must be named {pattern}: {_listed(misnamed)}")
     named_as_tests = [path for path in draft.gold_files if _is_test(path, pattern)]
@@ -41,6 +46,11 @@ def check_mission(domain: Domain, draft: MissionDraft) -> MissionDraft:
         _malformed(
             f"gold files must not be named like tests ({pattern}): {_listed(named_as_tests)}"
         )
+    if not draft.hidden_test_files:
+        _malformed(f"the {domain.language} mission has no hidden test files")
+    shared = draft.hidden_test_files.keys() & (draft.test_files.keys() | draft.gold_files.keys())
+    if shared:
+        _malformed(f"hidden test files need paths of their own: {_listed(list(shared))}")
     return draft
 
 

@@ -13,7 +13,7 @@ from string import Template
 from core.domains import Domain
 from generation.drafts import Files, MissionDraft
 
-PROMPT_VERSION = "v1"
+PROMPT_VERSION = "v2"
 
 _MUST_FAIL = {"all": "every test", "at_least_one": "at least one test"}
 _BACKTICKS = re.compile(r"`+")

@@ -141,4 +141,12 @@ def _labelled_runs(mission: Mission) -> list[tuple[str, ProofRun]]:
         (f"Sabotage try {number}", run)
         for number, run in enumerate(mission.proof.sabotage_tries, start=1)
     ]
-    return gold + tries
+    hidden = [
+        (label, run)
+        for label, run in (
+            ("Gold, hidden tests", mission.proof.hidden_gold),
+            ("Sabotage, hidden tests", mission.proof.hidden_sabotage),
+        )
+        if run is not None
+    ]
+    return gold + tries + hidden

@@ -25,6 +25,7 @@ from generation.provider import ProviderError
 from tests.support.openai_stub import (
     ANSWERS,
     GOLD_FILES,
+    HIDDEN_TEST_FILES,
     SABOTAGED_FILES,
     TEST_FILES,
     USAGE,
@@ -44,6 +45,7 @@ MISSION = MissionDraft(
     brief=ANSWERS["mission"]["brief"],
     gold_files=GOLD_FILES,
     test_files=TEST_FILES,
+    hidden_test_files=HIDDEN_TEST_FILES,
 )
 
 

@@ -57,6 +57,13 @@ TEST_FILES = {
         '    assert word_count("yes, yes!") == {"yes": 2}\n'
     ),
 }
+HIDDEN_TEST_FILES = {
+    "test_word_count_more.py": (
+        "from word_count import word_count\n\n\n"
+        "def test_a_sentence():\n"
+        '    assert word_count("The cat; the HAT.") == {"the": 2, "cat": 1, "hat": 1}\n'
+    ),
+}
 SABOTAGED_FILES = {
     "word_count.py": GOLD_FILES["word_count.py"].replace(
         "counts.get(word, 0) + 1", "counts.get(word, 1)"
@@ -69,6 +76,7 @@ ANSWERS: dict[str, dict[str, Any]] = {
         "brief": "word_count() should count each word of a text. Find why the counts are off.",
         "gold_files": [{"path": p, "content": c} for p, c in GOLD_FILES.items()],
         "test_files": [{"path": p, "content": c} for p, c in TEST_FILES.items()],
+        "hidden_test_files": [{"path": p, "content": c} for p, c in HIDDEN_TEST_FILES.items()],
     },
     "sabotage": {
         "sabotaged_files": [{"path": p, "content": c} for p, c in SABOTAGED_FILES.items()],

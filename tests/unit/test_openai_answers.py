@@ -53,6 +53,7 @@ MISSION = {
     "brief": "Count them.",
     "gold_files": GOLD,
     "test_files": [{"path": "test_count.py", "content": "def test(): pass\n"}],
+    "hidden_test_files": [{"path": "test_more.py", "content": "def test(): pass\n"}],
 }
 
 
@@ -63,6 +64,7 @@ def test_an_answer_decodes_into_the_draft_with_files_as_a_mapping() -> None:
         brief="Count them.",
         gold_files={"count.py": "x = 1\n"},
         test_files={"test_count.py": "def test(): pass\n"},
+        hidden_test_files={"test_more.py": "def test(): pass\n"},
     )
 
 

@@ -7,7 +7,11 @@ from generation.openai.checks import check_mission, check_sabotage
 
 GOLD = {"count.py": "def count(xs):\n    return len(xs)\n", "words.py": "WORDS = 1\n"}
 TESTS = {"test_count.py": "from count import count\n"}
-MISSION = MissionDraft(title="t", brief="b", gold_files=GOLD, test_files=TESTS)
+HIDDEN = {"test_count_more.py": "from count import count\n"}
+HIDDEN_NAMES = {"python": ["test_z.py"], "javascript": ["z.test.js"], "sql": ["test_z.sql"]}
+MISSION = MissionDraft(
+    title="t", brief="b", gold_files=GOLD, test_files=TESTS, hidden_test_files=HIDDEN
+)
 
 
 def domain(language: Language = "python") -> Domain:
@@ -52,9 +56,29 @@ def test_a_mission_that_follows_the_conventions_passes() -> None:
 def test_a_mission_that_breaks_the_conventions_is_malformed(
     language: Language, gold: dict[str, str], tests: dict[str, str], message: str
 ) -> None:
-    draft = MissionDraft(title="t", brief="b", gold_files=gold, test_files=tests)
+    hidden = dict.fromkeys(HIDDEN_NAMES.get(language, ()), "")
+    draft = MissionDraft(
+        title="t", brief="b", gold_files=gold, test_files=tests, hidden_test_files=hidden
+    )
     with pytest.raises(UnusableAnswer, match=message) as raised:
         check_mission(domain(language), draft)
+    assert raised.value.outcome == "malformed"
+
+
+@pytest.mark.parametrize(
+    ("hidden", "message"),
+    [
+        ({}, "the python mission has no hidden test files"),
+        (TESTS, "hidden test files need paths of their own: test_count.py"),
+        ({"more_test.py": ""}, r"test files must be named test_\*.py: more_test.py"),
+    ],
+)
+def test_hidden_tests_are_required_and_apart(hidden: dict[str, str], message: str) -> None:
+    draft = MissionDraft(
+        title="t", brief="b", gold_files=GOLD, test_files=TESTS, hidden_test_files=hidden
+    )
+    with pytest.raises(UnusableAnswer, match=message) as raised:
+        check_mission(domain(), draft)
     assert raised.value.outcome == "malformed"
 
 

@@ -17,7 +17,7 @@ def domain(language: Language) -> Domain:
 
 
 def test_the_prompt_version_names_a_folder_of_prompts() -> None:
-    assert PROMPT_VERSION == "v1"
+    assert PROMPT_VERSION == "v2"
 
 
 @pytest.mark.parametrize("language", list(CONVENTIONS))

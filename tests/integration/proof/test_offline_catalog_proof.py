@@ -33,6 +33,11 @@ async def test_the_gold_passes_and_every_seed_plants_a_bug_that_fails_every_test
         mission.language, mission.gold_files, mission.test_files, trust="trusted"
     )
     assert judge_gold(gold).accepted, judge_gold(gold).reason
+    hidden = await prover.run(
+        mission.language, mission.gold_files, mission.hidden_test_files, trust="trusted"
+    )
+    assert judge_gold(hidden).accepted, judge_gold(hidden).reason
+    assert not mission.hidden_test_files.keys() & mission.test_files.keys()
     # The gold itself, offered as a sabotage, is a bug that breaks nothing: never valid.
     assert not judge_sabotage(gold, "all").accepted
 

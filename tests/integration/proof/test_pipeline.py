@@ -94,6 +94,11 @@ async def test_a_replenish_job_stores_a_proven_mission_for_review(
     last = proof["sabotage_tries"][-1]
     assert last["failed"] + last["errored"] == last["total"]
     assert proof["verdict"].startswith("the planted bug broke all")
+    # The hidden tests: stored apart, the gold passes them, and the bug's effect is on record.
+    assert mission["hidden_test_files"]
+    assert not mission["hidden_test_files"].keys() & mission["test_files"].keys()
+    assert proof["hidden_gold"]["passed"] == proof["hidden_gold"]["total"] > 0
+    assert proof["hidden_sabotage"]["total"] == proof["hidden_gold"]["total"]
     assert 0 < mission["max_serves"] <= 100
     assert await ledger(pool, job["id"]) == ["generate:ok"] + ["sabotage:ok"] * len(
         proof["sabotage_tries"]
@@ -173,6 +178,23 @@ async def test_a_gold_that_fails_its_own_tests_fails_the_job(
     )
     assert await pool.fetchval("SELECT count(*) FROM missions") == 0
     assert await ledger(pool, job["id"]) == ["generate:ok"], "no bug is planted in a broken gold"
+
+
+async def test_a_gold_that_fails_its_hidden_tests_fails_the_job(
+    pool: asyncpg.Pool, prover: Prover
+) -> None:
+    require(prover, "python", "trusted")
+    hidden = {"test_basket_more.py": "from basket import total\n\ndef test_x():\n    assert 0\n"}
+    wrong = msgspec.structs.replace(PRICES, hidden_test_files=hidden)
+    job = await run_job(pool, prover, Scripted(wrong, [OFF_BY_ONE]), user=None)
+    assert job["status"] == "failed"
+    assert job["error"].startswith("the gold solution failed its hidden tests: gold failed 1 of 1")
+    without = msgspec.structs.replace(PRICES, hidden_test_files={})
+    job = await run_job(pool, prover, Scripted(without, [OFF_BY_ONE]), user=None)
+    assert (job["status"], job["error"]) == (
+        "failed",
+        "the mission has no hidden tests, so no fix could be graded",
+    )
 
 
 async def test_a_bug_that_breaks_nothing_is_planted_again_then_the_job_fails(
