@@ -4,6 +4,15 @@
 or sabotage (chosen by the request's json_schema name) and reports token usage. A test plans
 the next answers (`stub.plan("rate_limited", "ok")`); once the plan runs out, every answer is
 `ok`. Every request is recorded before it is answered, so tests can count the paid calls.
+
+The Responses API in background mode, as OpenAI runs it: `POST /v1/responses` with
+`background: true` answers at once with a `queued` response and its id; the response is
+`in_progress` until `response_seconds` have passed since it was created (or, while `hold()`
+is on, until `let_go()`), then ends as its planned behaviour says (`completed`, `incomplete`,
+`failed`). `GET /v1/responses/{id}` reads it, `POST /v1/responses/{id}/cancel` cancels it
+unless it has ended (and then answers it as it is), and a response the stub has `forget()`-ten
+is 404, as one the provider no longer holds. Every created response is kept in `responses`,
+so tests count what the stub was asked to generate.
 """
 
 from __future__ import annotations
@@ -13,11 +22,12 @@ import json
 import socket
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import uvicorn
-from litestar import Litestar, Request, Response, post
+from litestar import Litestar, Request, Response, get, post
 
 Behaviour = Literal[
     "ok",
@@ -29,7 +39,10 @@ Behaviour = Literal[
     "wrong_shape",  # 200, valid JSON that does not match the schema
     "refusal",  # 200, message.refusal set
     "truncated",  # 200, finish_reason "length", the content cut off
+    "dropped",  # responses only: created, then unknown to retrieve (404), as a lost response
 ]
+ResponseStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]
+ENDED: frozenset[ResponseStatus] = frozenset({"completed", "failed", "cancelled", "incomplete"})
 
 # Tokens the stub reports per answer, by json_schema name.
 USAGE: dict[str, tuple[int, int]] = {"mission": (1200, 900), "sabotage": (1500, 400)}
@@ -94,11 +107,38 @@ class Received:
 
     @property
     def schema_name(self) -> str:
+        if "text" in self.body:  # the Responses API
+            return str(self.body["text"]["format"]["name"])
         return str(self.body["response_format"]["json_schema"]["name"])
 
     @property
     def prompt(self) -> str:
+        if "input" in self.body:
+            given = self.body["input"]
+            return given if isinstance(given, str) else "\n".join(str(m["content"]) for m in given)
         return "\n".join(str(message["content"]) for message in self.body["messages"])
+
+
+@dataclass
+class BackgroundResponse:
+    id: str
+    received: Received
+    behaviour: Behaviour
+    created_at: float
+    cancelled: bool = False
+    forgotten: bool = False
+    retrieved: int = 0
+
+    def status(self, stub: OpenAIStub) -> ResponseStatus:
+        if self.cancelled:
+            return "cancelled"
+        if stub.holding or time.monotonic() < self.created_at + stub.response_seconds:
+            return "in_progress"
+        if self.behaviour == "server_error":
+            return "failed"
+        if self.behaviour == "truncated":
+            return "incomplete"
+        return "completed"
 
 
 @dataclass
@@ -109,6 +149,10 @@ class OpenAIStub:
     # Overrides the canned answer's content, by json_schema name.
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
+    # Background responses: how long each is in progress, and every one created, by id.
+    response_seconds: float = 0.0
+    holding: bool = False
+    responses: dict[str, BackgroundResponse] = field(default_factory=dict)
     _plan: list[Behaviour] = field(default_factory=list)
 
     def plan(self, *behaviours: Behaviour) -> None:
@@ -116,9 +160,35 @@ class OpenAIStub:
 
     def reset(self) -> None:
         self.delay_seconds, self.retry_after = 0.0, None
+        self.response_seconds, self.holding = 0.0, False
         self.answers.clear()
         self.received.clear()
+        self.responses.clear()
         self._plan.clear()
+
+    def hold(self) -> None:
+        """Every background response stays in progress until `let_go()`."""
+        self.holding = True
+
+    def let_go(self) -> None:
+        self.holding = False
+
+    def forget(self, response_id: str) -> None:
+        self.responses[response_id].forgotten = True
+
+    def created(self, schema_name: str | None = None) -> list[BackgroundResponse]:
+        """The background responses created, in order; of one json_schema name if given."""
+        return [
+            each
+            for each in self.responses.values()
+            if schema_name is None or each.received.schema_name == schema_name
+        ]
+
+    def generated(self) -> list[BackgroundResponse]:
+        """The responses that ran to an end the provider bills: every one not cancelled."""
+        return [
+            each for each in self.responses.values() if each.status(self) in ENDED - {"cancelled"}
+        ]
 
     def reported_usage(self) -> tuple[int, int]:
         """Tokens reported over every answer that carried usage."""
@@ -141,10 +211,112 @@ class OpenAIStub:
         received.usage = USAGE[received.schema_name]
         return Response(_completion(received.schema_name, behaviour, self.answers), status_code=200)
 
+    async def create_response(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        received = Received(body=await request.json())
+        self.received.append(received)
+        if not received.body.get("background") or received.body.get("store") is False:
+            return _error(400, "this stub answers background responses only", None, {})
+        behaviour = self._plan.pop(0) if self._plan else "ok"
+        if behaviour == "rate_limited":
+            headers = {} if self.retry_after is None else {"retry-after": self.retry_after}
+            return _error(429, "Rate limit reached for requests", "rate_limit_exceeded", headers)
+        if behaviour == "quota":
+            return _error(429, "You exceeded your current quota.", "insufficient_quota", {})
+        response = BackgroundResponse(
+            id=f"resp_{uuid.uuid4().hex}",
+            received=received,
+            behaviour=behaviour,
+            created_at=time.monotonic(),
+        )
+        self.responses[response.id] = response
+        if behaviour == "dropped":
+            response.forgotten = True
+        return Response(self._response_body(response, "queued"), status_code=200)
 
-def _completion(
+    def retrieve_response(self, response_id: str) -> Response[Any]:
+        response = self.responses.get(response_id)
+        if response is None or response.forgotten:
+            return _not_found(response_id)
+        response.retrieved += 1
+        return Response(self._response_body(response), status_code=200)
+
+    def cancel_response(self, response_id: str) -> Response[Any]:
+        response = self.responses.get(response_id)
+        if response is None or response.forgotten:
+            return _not_found(response_id)
+        if response.status(self) not in ENDED:
+            response.cancelled = True
+        return Response(self._response_body(response), status_code=200)
+
+    def _response_body(
+        self, response: BackgroundResponse, status: ResponseStatus | None = None
+    ) -> dict[str, Any]:
+        status = status or response.status(self)
+        name = response.received.schema_name
+        body: dict[str, Any] = {
+            "id": response.id,
+            "object": "response",
+            "created_at": 1_700_000_000,
+            "status": status,
+            "background": True,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "max_output_tokens": response.received.body.get("max_output_tokens"),
+            "model": "gpt-4o-mini-2024-07-18",
+            "output": [],
+            "parallel_tool_calls": True,
+            "temperature": 1.0,
+            "text": response.received.body["text"],
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": 1.0,
+            "usage": None,
+            "metadata": response.received.body.get("metadata") or {},
+        }
+        if status in ("queued", "in_progress", "cancelled"):
+            return body
+        input_tokens, output_tokens = USAGE[name]
+        response.received.usage = USAGE[name]
+        body["usage"] = {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        }
+        if status == "failed":
+            body["error"] = {
+                "code": "server_error",
+                "message": "The server had an error while processing your request.",
+            }
+            body["usage"] = None
+            response.received.usage = None
+            return body
+        content, refusal, _ = _answer(name, response.behaviour, self.answers)
+        if status == "incomplete":
+            body["incomplete_details"] = {"reason": "max_output_tokens"}
+        part: dict[str, Any] = (
+            {"type": "refusal", "refusal": refusal}
+            if refusal
+            else {"type": "output_text", "text": content or "", "annotations": []}
+        )
+        body["output"] = [
+            {
+                "type": "message",
+                "id": f"msg_{response.id.removeprefix('resp_')}",
+                "status": "completed" if status == "completed" else "incomplete",
+                "role": "assistant",
+                "content": [part],
+            }
+        ]
+        return body
+
+
+def _answer(
     schema_name: str, behaviour: Behaviour, overrides: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
+) -> tuple[str | None, str | None, str]:
+    """The answer's content, refusal and finish reason under `behaviour`."""
     content: str | None = json.dumps(overrides.get(schema_name, ANSWERS[schema_name]))
     refusal, finish_reason = None, "stop"
     if behaviour == "malformed":
@@ -156,6 +328,13 @@ def _completion(
     elif behaviour == "truncated":
         assert content is not None
         content, finish_reason = content[: len(content) // 2], "length"
+    return content, refusal, finish_reason
+
+
+def _completion(
+    schema_name: str, behaviour: Behaviour, overrides: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    content, refusal, finish_reason = _answer(schema_name, behaviour, overrides)
     prompt_tokens, completion_tokens = USAGE[schema_name]
     return {
         "id": "chatcmpl-stub",
@@ -184,6 +363,18 @@ def _error(status: int, message: str, code: str | None, headers: dict[str, str])
     return Response(body, status_code=status, headers=headers)
 
 
+def _not_found(response_id: str) -> Response[Any]:
+    body = {
+        "error": {
+            "message": f"Response with id '{response_id}' not found.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
+    return Response(body, status_code=404)
+
+
 class StubServer:
     """Runs the stub's app with uvicorn on a free loopback port, on a thread of its own."""
 
@@ -192,7 +383,19 @@ class StubServer:
         async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
             return await stub.answer(request)
 
-        app = Litestar([chat_completions])
+        @post("/v1/responses")
+        async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
+            return await stub.create_response(request)
+
+        @get("/v1/responses/{response_id:str}")
+        async def retrieve_response(response_id: str) -> Response[Any]:
+            return stub.retrieve_response(response_id)
+
+        @post("/v1/responses/{response_id:str}/cancel")
+        async def cancel_response(response_id: str) -> Response[Any]:
+            return stub.cancel_response(response_id)
+
+        app = Litestar([chat_completions, create_response, retrieve_response, cancel_response])
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
         port = self._socket.getsockname()[1]
