@@ -6,15 +6,23 @@ call's spend is always recorded when it ends, even when the job was lost meanwhi
 is then marked orphaned), so the ledger is the truth about money. A call that may have billed
 with no price to show (no answer, a cancelled request, an answer without usage) is booked at
 its ceiling: the budget never takes it for free.
+
+A call the provider names (a background response's id) outlives the attempt that made it: its
+id is stored on its row at once, and until the call has ended at the provider, an attempt that
+stops waiting for it (released, lost, cut off by an outage) leaves it open. The attempt that
+holds the job next takes it over (`take_over`) instead of paying for it again, and only the
+attempt holding it may settle it, once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 
@@ -24,6 +32,7 @@ from core.sql import Executor, Queries, outlasting_outages
 from generation.spend import Spend, spend_of
 
 queries = Queries("generation")
+log = logging.getLogger(__name__)
 
 # How long starting a call waits out an outage: nothing is spent yet, so then the job goes back
 # to the queue. Recording a call's spend waits longer (outlasting_outages' default).
@@ -31,6 +40,10 @@ START_PATIENCE_SECONDS = 30.0
 
 Purpose = Literal["generate", "sabotage"]
 Outcome = Literal["ok", "failed", "refused", "malformed", "unbilled"]
+# How a call went out: a request answered on its connection, a background response polled by
+# its id, or a line of a batch.
+Mode = Literal["direct", "background", "batch"]
+MODES: tuple[Mode, ...] = ("direct", "background", "batch")
 
 
 class JobLost(Exception):
@@ -51,6 +64,20 @@ class CallRecord:
     error: str | None = None
     # The provider read what the call cost (its token usage).
     priced: bool = False
+    # The provider's name for the call, once `Ledger.submitted` stored it.
+    provider_id: str | None = None
+    call_id: int = 0
+
+
+@dataclass(frozen=True)
+class OpenCall:
+    """An earlier attempt's call that this attempt took over."""
+
+    call_id: int
+    provider_id: str
+    # Its answer is booked already (a usable one): reading it again settles nothing.
+    settled: bool
+    started_at: datetime
 
 
 class Ledger:
@@ -72,9 +99,17 @@ class Ledger:
 
     @asynccontextmanager
     async def call(
-        self, purpose: Purpose, provider: str, model: str, *, ceiling_usd: Decimal = Decimal(0)
+        self,
+        purpose: Purpose,
+        provider: str,
+        model: str,
+        *,
+        ceiling_usd: Decimal = Decimal(0),
+        mode: Mode = "direct",
+        try_number: int = 1,
     ) -> AsyncIterator[CallRecord]:
-        """One model call, costing at most `ceiling_usd`."""
+        """One model call, costing at most `ceiling_usd`; `try_number` names it within its
+        purpose (the sabotage try), as a later attempt looks it up."""
         self._calls += 1
         start = functools.partial(
             self._db.fetchval,
@@ -85,6 +120,8 @@ class Ledger:
             provider,
             model,
             self._calls,
+            mode,
+            try_number,
         )
         call_id = await outlasting_outages(
             start,
@@ -93,43 +130,148 @@ class Ledger:
         )
         if call_id is None:
             raise JobLost(self.job_id, self.attempt)
-        record = CallRecord()
+        async with self._settling(CallRecord(call_id=call_id), ceiling_usd) as record:
+            yield record
+
+    async def submitted(self, record: CallRecord, provider_id: str) -> None:
+        """Store the provider's id of the call under way before waiting for its answer."""
+        record.provider_id = provider_id
+        await outlasting_outages(
+            functools.partial(
+                self._db.execute, queries["llm_call_submitted"], record.call_id, provider_id
+            ),
+            what=f"storing the provider's id of call {record.call_id}",
+        )
+
+    async def take_over(self, purpose: Purpose, try_number: int) -> OpenCall | None:
+        """An earlier attempt's call of this purpose and try that the provider may still hold,
+        now this attempt's; None when there is none, or when this attempt no longer holds the
+        job (its next call then raises JobLost)."""
+        row = await outlasting_outages(
+            functools.partial(
+                self._db.fetchrow,
+                queries["llm_call_take_over_if_generating"],
+                self.job_id,
+                self.attempt,
+                purpose,
+                try_number,
+            ),
+            what=f"looking for job {self.job_id}'s open {purpose} call",
+            patience_seconds=self._start_patience,
+        )
+        if row is None:
+            return None
+        return OpenCall(
+            call_id=row["id"],
+            provider_id=row["provider_id"],
+            settled=row["outcome"] == "ok",
+            started_at=row["started_at"],
+        )
+
+    @asynccontextmanager
+    async def resumed(
+        self, call: OpenCall, *, ceiling_usd: Decimal = Decimal(0)
+    ) -> AsyncIterator[CallRecord]:
+        """Waiting for a call taken over; settled as `call` settles, unless it was already."""
+        record = CallRecord(call_id=call.call_id, provider_id=call.provider_id)
+        if call.settled:
+            yield record
+            return
+        async with self._settling(record, ceiling_usd) as settling:
+            yield settling
+
+    async def dropped(self, call: OpenCall, *, ceiling_usd: Decimal, error: str) -> None:
+        """The provider no longer holds a call taken over: no takeover after all, and a call
+        still open is booked as lost."""
+        note = f"{error}; booked at its ceiling of ${ceiling_usd.normalize():f}"
+        await outlasting_outages(
+            functools.partial(
+                self._db.execute,
+                queries["llm_call_dropped_if_held"],
+                call.call_id,
+                self.attempt,
+                ceiling_usd,
+                note,
+            ),
+            what=f"booking call {call.call_id} as dropped",
+        )
+
+    @asynccontextmanager
+    async def _settling(
+        self, record: CallRecord, ceiling_usd: Decimal
+    ) -> AsyncIterator[CallRecord]:
         try:
             yield record
+            record.outcome = record.outcome or "ok"
         except BaseException as error:
+            if record.provider_id is not None and record.outcome is None:
+                # Still under way at the provider: left open for whoever holds the job next.
+                raise
             record.outcome = record.outcome or "failed"
             record.error = record.error or _describe(error)
             raise
         finally:
-            if ceiling_usd and not record.priced and record.outcome != "unbilled":
-                record.cost_usd = ceiling_usd
-                note = f"booked at its ceiling of ${ceiling_usd.normalize():f}"
-                record.error = f"{record.error}; {note}" if record.error else note
-            # Shielded: a job cancelled mid-call (lost, or shutting down) still records its spend.
-            await asyncio.shield(self._finish(call_id, record))
+            if record.provider_id is None or record.outcome is not None:
+                if ceiling_usd and not record.priced and record.outcome != "unbilled":
+                    record.cost_usd = ceiling_usd
+                    note = f"booked at its ceiling of ${ceiling_usd.normalize():f}"
+                    record.error = f"{record.error}; {note}" if record.error else note
+                # Shielded: a job cancelled mid-call (lost, or shutting down) still records
+                # its spend.
+                await asyncio.shield(self._finish(record))
 
-    async def _finish(self, call_id: int, record: CallRecord) -> None:
+    async def _finish(self, record: CallRecord) -> None:
         await outlasting_outages(
-            functools.partial(self._record, call_id, record),
-            what=f"recording the spend of call {call_id}",
+            functools.partial(self._record, record),
+            what=f"recording the spend of call {record.call_id}",
         )
 
-    async def _record(self, call_id: int, record: CallRecord) -> None:
-        await self._db.execute(
-            queries["llm_call_finish"],
-            call_id,
+    async def _record(self, record: CallRecord) -> None:
+        values = (
+            record.call_id,
             record.input_tokens,
             record.output_tokens,
             record.cost_usd,
             record.outcome or "ok",
             record.error,
         )
+        if record.provider_id is None:
+            await self._db.execute(queries["llm_call_finish"], *values)
+            return
+        settled = await self._db.fetchval(queries["llm_call_settle_if_held"], *values, self.attempt)
+        if settled is None:
+            log.warning(
+                "call %s of job %s ended, but attempt %s no longer holds it: left to the "
+                "job's next holder",
+                record.call_id,
+                self.job_id,
+                self.attempt,
+                extra={"job_id": self.job_id, "attempt": self.attempt},
+            )
 
 
-async def spend_by_outcome(connection: Executor) -> dict[str, Spend]:
-    """The whole ledger per outcome, 'started' included."""
-    rows = await connection.fetch(queries["llm_spend_by_outcome"])
-    return {row["outcome"]: spend_of(row) for row in rows}
+@dataclass(frozen=True)
+class LedgerTotals:
+    # The whole ledger per outcome, 'started' included, and per mode.
+    by_outcome: dict[str, Spend]
+    by_mode: dict[str, Spend]
+
+
+async def totals(connection: Executor) -> LedgerTotals:
+    rows = await connection.fetch(queries["llm_spend_by_outcome_and_mode"])
+    return LedgerTotals(
+        by_outcome=_summed(rows, "outcome"),
+        by_mode=_summed(rows, "mode"),
+    )
+
+
+def _summed(rows: list[asyncpg.Record], key: str) -> dict[str, Spend]:
+    summed: dict[str, Spend] = {}
+    for row in rows:
+        spent = spend_of(row)
+        before = summed.get(row[key])
+        summed[row[key]] = spent if before is None else before + spent
+    return summed
 
 
 def _describe(error: BaseException) -> str:

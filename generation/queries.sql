@@ -74,13 +74,16 @@ SELECT j.id, j.status, j.lane, j.user_id, j.track, j.domain, j.attempt, j.create
              AND ((p.lane = 'interactive' AND j.lane = 'replenish')
                   OR (p.lane = j.lane AND (p.fair_time, p.id) < (j.fair_time, j.id)))
        ) END AS queue_position,
-       spend.llm_calls, spend.input_tokens, spend.output_tokens, spend.cost_usd
+       spend.llm_calls, spend.input_tokens, spend.output_tokens, spend.cost_usd,
+       spend.resumed_calls, spend.saved_usd
 FROM generation_jobs j
 CROSS JOIN LATERAL (
     SELECT count(*) AS llm_calls,
            coalesce(sum(input_tokens), 0) AS input_tokens,
            coalesce(sum(output_tokens), 0) AS output_tokens,
-           coalesce(sum(cost_usd), 0) AS cost_usd
+           coalesce(sum(cost_usd), 0) AS cost_usd,
+           coalesce(sum(resumed), 0) AS resumed_calls,
+           coalesce(sum(resumed * cost_usd), 0) AS saved_usd
     FROM llm_calls WHERE job_id = j.id
 ) spend
 WHERE j.id = $1::bigint AND ($2::bigint IS NULL OR j.created_by = $2::bigint);
@@ -222,8 +225,8 @@ WITH job AS (
     FOR SHARE
 ),
 inserted AS (
-    INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model)
-    SELECT $1::bigint, $2::int, $6::int, $3::text, $4::text, $5::text FROM job
+    INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, mode, try_number)
+    SELECT $1::bigint, $2::int, $6::int, $3::text, $4::text, $5::text, $7::text, $8::int FROM job
     ON CONFLICT (job_id, attempt, call_number) DO NOTHING
     RETURNING id
 )
@@ -231,6 +234,46 @@ SELECT id FROM inserted
 UNION ALL
 SELECT c.id FROM llm_calls c, job
 WHERE c.job_id = $1::bigint AND c.attempt = $2::int AND c.call_number = $6::int;
+
+-- name: llm_call_submitted
+-- The provider named the call (a background response's id): stored at once, whatever became
+-- of the job meanwhile, since the call is under way and paid for; whoever holds the job next
+-- finds it by this id.
+UPDATE llm_calls SET provider_id = $2::text
+WHERE id = $1::bigint AND finished_at IS NULL
+RETURNING id;
+
+-- name: llm_call_take_over_if_generating
+-- An earlier attempt's call of this purpose and try that the provider may still hold (open,
+-- or settled with a usable answer, which reading again costs nothing): this attempt takes it
+-- over, only while the job is generating under it (share lock, as llm_call_start_if_generating).
+-- The latest such call wins: one the provider dropped was settled as failed and paid again.
+-- A retry after an answer lost in an outage finds the row already taken by this attempt and
+-- counts no second takeover (both branches read one snapshot: at most one of them answers).
+WITH job AS (
+    SELECT id FROM generation_jobs
+    WHERE id = $1::bigint AND attempt = $2::int AND status = 'generating'
+    FOR SHARE
+),
+candidate AS (
+    SELECT c.id FROM llm_calls c, job
+    WHERE c.job_id = $1::bigint AND c.attempt < $2::int AND c.purpose = $3::text
+      AND c.try_number = $4::int AND c.provider_id IS NOT NULL AND c.dropped_at IS NULL
+      AND c.outcome IN ('started', 'ok')
+    ORDER BY c.id DESC
+    LIMIT 1
+    FOR UPDATE OF c
+),
+taken AS (
+    UPDATE llm_calls c SET resumed_by_attempt = $2::int, resumed = c.resumed + 1
+    FROM candidate
+    WHERE c.id = candidate.id AND coalesce(c.resumed_by_attempt, c.attempt) < $2::int
+    RETURNING c.id, c.provider_id, c.outcome, c.started_at
+)
+SELECT id, provider_id, outcome, started_at FROM taken
+UNION ALL
+SELECT c.id, c.provider_id, c.outcome, c.started_at FROM llm_calls c, candidate
+WHERE c.id = candidate.id AND c.resumed_by_attempt = $2::int;
 
 -- name: llm_call_finish
 -- Always recorded, even when the job was lost meanwhile: then it is marked orphaned.
@@ -243,6 +286,34 @@ SET finished_at = now(), input_tokens = $2::int, output_tokens = $3::int,
     )
 WHERE c.id = $1::bigint
 RETURNING orphaned;
+
+-- name: llm_call_settle_if_held
+-- A call with a provider id is settled once, by the attempt that holds it, while that attempt
+-- still holds the job: an older attempt that wakes up finds the row taken over (or its job
+-- gone) and writes nothing, leaving the call to whoever holds the job now.
+UPDATE llm_calls c
+SET finished_at = now(), input_tokens = $2::int, output_tokens = $3::int,
+    cost_usd = $4::numeric, outcome = $5::text, error = $6::text
+WHERE c.id = $1::bigint AND c.finished_at IS NULL
+  AND coalesce(c.resumed_by_attempt, c.attempt) = $7::int
+  AND EXISTS (
+      SELECT 1 FROM generation_jobs j
+      WHERE j.id = c.job_id AND j.attempt = $7::int AND j.status = 'generating'
+  )
+RETURNING id;
+
+-- name: llm_call_dropped_if_held
+-- A call taken over that the provider no longer holds: it saved nothing, so its takeover is
+-- not counted. Still open, it is settled as lost: failed, at its ceiling ($3), as a call whose
+-- answer never came. Once per call (dropped_at), so a retry after an outage changes nothing.
+UPDATE llm_calls c
+SET dropped_at = now(), resumed = c.resumed - 1,
+    finished_at = coalesce(c.finished_at, now()),
+    outcome = CASE WHEN c.finished_at IS NULL THEN 'failed' ELSE c.outcome END,
+    cost_usd = CASE WHEN c.finished_at IS NULL THEN $3::numeric ELSE c.cost_usd END,
+    error = CASE WHEN c.finished_at IS NULL THEN $4::text ELSE c.error END
+WHERE c.id = $1::bigint AND c.resumed_by_attempt = $2::int AND c.dropped_at IS NULL
+RETURNING id;
 
 -- name: queue_stats
 -- Per lane: pending and generating counts and the oldest pending job's age, from the partial
@@ -370,13 +441,15 @@ GROUP BY d.domain;
 -- name: budget_today
 SELECT spent_usd, reserved_usd FROM generation_budget_committed(coalesce($1::timestamptz, now()));
 
--- name: llm_spend_by_outcome
+-- name: llm_spend_by_outcome_and_mode
 -- The whole ledger per outcome ('started': under way, or its process died mid-call), from the
 -- totals that the ledger's triggers keep: a few rows, however long the ledger grows.
-SELECT outcome, sum(llm_calls)::bigint AS llm_calls, sum(input_tokens)::bigint AS input_tokens,
-       sum(output_tokens)::bigint AS output_tokens, sum(cost_usd) AS cost_usd
+SELECT outcome, mode, sum(llm_calls)::bigint AS llm_calls,
+       sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens,
+       sum(cost_usd) AS cost_usd, sum(resumed_calls)::bigint AS resumed_calls,
+       sum(saved_usd) AS saved_usd
 FROM llm_spend_totals
-GROUP BY outcome;
+GROUP BY outcome, mode;
 
 -- name: llm_spend_by_day
 -- The ledger per UTC day from $1 to $2, model, purpose and outcome ('started': under way, or

@@ -11,6 +11,19 @@ class Spend(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    # Calls taken over from an earlier attempt instead of paid again, and what they cost.
+    resumed_calls: int
+    saved_usd: float
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(
+            llm_calls=self.llm_calls + other.llm_calls,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            resumed_calls=self.resumed_calls + other.resumed_calls,
+            saved_usd=self.saved_usd + other.saved_usd,
+        )
 
 
 def spend_of(row: asyncpg.Record) -> Spend:
@@ -20,4 +33,6 @@ def spend_of(row: asyncpg.Record) -> Spend:
         input_tokens=row["input_tokens"],
         output_tokens=row["output_tokens"],
         cost_usd=float(row["cost_usd"]),
+        resumed_calls=row["resumed_calls"],
+        saved_usd=float(row["saved_usd"]),
     )

@@ -36,7 +36,9 @@ DATABASE = "Database, read at scrape time"
 CONFIGURED = "Configuration of this process"
 # A ledger row's outcome until its call ends; forever, if its process died mid-call.
 UNFINISHED = "started"
-NOTHING_SPENT = Spend(llm_calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0)
+NOTHING_SPENT = Spend(
+    llm_calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0, resumed_calls=0, saved_usd=0.0
+)
 # A process answers at most one scrape per this many seconds, and refuses at most one (a
 # scrape without the token) as often: plenty for any number of Prometheus servers, and a bound
 # on what a storm of scrapes can take from serving.
@@ -137,6 +139,28 @@ LEDGER_COUNTERS: Sequence[Figure[Spend]] = (
         lambda spent: spent.cost_usd,
     ),
 )
+MODE_COUNTERS: Sequence[Figure[Spend]] = (
+    Figure(
+        "warmpool_llm_mode_calls",
+        "model calls (under way ones too) by how they went out (WARMPOOL_OPENAI_CALLS)",
+        lambda spent: spent.llm_calls,
+    ),
+    Figure(
+        "warmpool_llm_mode_cost_usd",
+        "what the model calls cost, in US dollars, by how they went out",
+        lambda spent: spent.cost_usd,
+    ),
+    Figure(
+        "warmpool_llm_resumed_calls",
+        "model calls taken over from an earlier attempt of their job instead of paid again",
+        lambda spent: spent.resumed_calls,
+    ),
+    Figure(
+        "warmpool_llm_resumed_saved_usd",
+        "what the calls taken over would have cost paid again, in US dollars",
+        lambda spent: spent.saved_usd,
+    ),
+)
 UNFINISHED_CALLS: Figure[Spend] = Figure(
     "warmpool_llm_calls_unfinished",
     "model calls under way, or whose process died mid-call (their cost is unknown)",
@@ -183,7 +207,7 @@ class Snapshot:
     queue: QueueStats
     pool_stats: stats.PoolStats
     serves: dict[str, int]
-    spend: dict[str, Spend]
+    spend: ledger.LedgerTotals
 
 
 async def read_snapshot(
@@ -202,7 +226,7 @@ async def read_snapshot(
                 connection, domain_map, heartbeat_timeout=settings.heartbeat_timeout
             ),
             serves=await stats.serves_ever(connection, domain_map),
-            spend=await ledger.spend_by_outcome(connection),
+            spend=await ledger.totals(connection),
         )
 
 
@@ -221,9 +245,14 @@ class Scrape:
         yield from _per_label(GaugeMetricFamily, "domain", domains, DOMAIN_GAUGES)
         yield from _per_label(CounterMetricFamily, "domain", snapshot.serves, [SERVES])
         # Every outcome a call can end with, at 0 until one does; a call under way is none.
-        ended = {each: snapshot.spend.get(each, NOTHING_SPENT) for each in get_args(Outcome)}
+        by_outcome = snapshot.spend.by_outcome
+        ended = {each: by_outcome.get(each, NOTHING_SPENT) for each in get_args(Outcome)}
         yield from _per_label(CounterMetricFamily, "outcome", ended, LEDGER_COUNTERS)
-        yield from _unlabelled(snapshot.spend.get(UNFINISHED, NOTHING_SPENT), [UNFINISHED_CALLS])
+        yield from _unlabelled(by_outcome.get(UNFINISHED, NOTHING_SPENT), [UNFINISHED_CALLS])
+        modes: dict[str, Spend] = {
+            each: snapshot.spend.by_mode.get(each, NOTHING_SPENT) for each in ledger.MODES
+        }
+        yield from _per_label(CounterMetricFamily, "mode", modes, MODE_COUNTERS)
         if snapshot.queue.budget is not None:
             yield from _unlabelled(snapshot.queue.budget, BUDGET_GAUGES)
         yield from self._counters.collect()

@@ -11,8 +11,9 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
+from generation import ledger as ledgers
 from generation import spend_report
-from generation.ledger import Ledger, Outcome, spend_by_outcome
+from generation.ledger import Ledger, Outcome
 from tests.support.jobs import enqueue
 from tests.support.polling import eventually
 
@@ -133,7 +134,7 @@ async def totals(pool: asyncpg.Pool) -> dict[str, Figures]:
             spent.output_tokens,
             Decimal(str(spent.cost_usd)),
         )
-        for outcome, spent in (await spend_by_outcome(pool)).items()
+        for outcome, spent in (await ledgers.totals(pool)).by_outcome.items()
         if spent.llm_calls
     }
 
