@@ -67,13 +67,19 @@ def _choose(settings: Settings) -> ChosenProvider:
         prices=prices.load(settings.prices_file),
         timeout_seconds=settings.openai_timeout_seconds,
         base_url=settings.openai_base_url,
+        calls=settings.openai_calls,
     )
     host = (
         urlsplit(settings.openai_base_url).hostname
         if settings.openai_base_url
         else "api.openai.com"
     )
-    log.info("missions come from the openai provider: model %s at %s", settings.model, host)
+    log.info(
+        "missions come from the openai provider: model %s at %s, %s calls",
+        settings.model,
+        host,
+        settings.openai_calls,
+    )
     return ChosenProvider(provider, "untrusted")
 
 

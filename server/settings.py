@@ -48,6 +48,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     openai_base_url: str | None = None
     model: str = "gpt-4o-mini"
     openai_timeout_seconds: Seconds = 120.0
+    # How model calls go out: background responses that outlive their worker, or requests
+    # answered on their connection.
+    openai_calls: Literal["background", "direct"] = "background"
     prices_file: Path | None = None
     offline_delay_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     # USD the model may cost per UTC day, all workers together; unset: no budget.
@@ -143,6 +146,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "OPENAI_BASE_URL": ("openai_base_url", "an http(s) URL of an OpenAI-compatible API"),
     "WARMPOOL_MODEL": ("model", "a model name"),
     "WARMPOOL_OPENAI_TIMEOUT_SECONDS": ("openai_timeout_seconds", "a number of seconds above 0"),
+    "WARMPOOL_OPENAI_CALLS": ("openai_calls", "background or direct"),
     "WARMPOOL_PRICES_FILE": ("prices_file", "the path of a YAML file of model prices"),
     "WARMPOOL_OFFLINE_DELAY_SECONDS": ("offline_delay_seconds", "a number of seconds, 0 or more"),
     "WARMPOOL_DAILY_BUDGET_USD": ("daily_budget_usd", "a number of US dollars above 0"),

@@ -12,6 +12,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 from openai.types.chat import ChatCompletion
+from openai.types.responses import Response, ResponseFormatTextJSONSchemaConfigParam
 from openai.types.shared_params import ResponseFormatJSONSchema
 
 from generation.drafts import Files
@@ -60,8 +61,15 @@ class AnswerFormat(Generic[Draft]):
             "json_schema": {"name": self.name, "strict": True, "schema": self.schema},
         }
 
+    def text_format(self) -> ResponseFormatTextJSONSchemaConfigParam:
+        """The same structured output, as the Responses API asks for it."""
+        return {"type": "json_schema", "name": self.name, "strict": True, "schema": self.schema}
+
     def read(self, completion: ChatCompletion) -> Draft:
         return self.decode(_content(completion))
+
+    def read_response(self, response: Response) -> Draft:
+        return self.decode(_response_content(response))
 
     def decode(self, content: str) -> Draft:
         try:
@@ -134,3 +142,25 @@ def _content(completion: ChatCompletion) -> str:
     if not choice.message.content:
         raise UnusableAnswer("malformed", "the model's answer is empty")
     return choice.message.content
+
+
+def _response_content(response: Response) -> str:
+    """The text of a response that has ended (completed or incomplete)."""
+    for item in response.output:
+        if item.type == "message":
+            for part in item.content:
+                if part.type == "refusal":
+                    raise UnusableAnswer("refused", f"the model refused: {part.refusal}")
+    details = response.incomplete_details
+    if response.status == "incomplete":
+        if details is not None and details.reason == "content_filter":
+            raise UnusableAnswer("refused", "the model's content filter withheld the answer")
+        tokens = response.usage.output_tokens if response.usage else "?"
+        raise UnusableAnswer(
+            "malformed",
+            f"the answer was cut off at the model's output limit ({tokens} tokens) "
+            "and is incomplete",
+        )
+    if not response.output_text:
+        raise UnusableAnswer("malformed", "the model's answer is empty")
+    return response.output_text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,9 +21,11 @@ from typing import Literal
 import httpx2
 import openai
 
+from generation.ledger import CallRecord, Ledger
 from generation.provider import ProviderError
 
 _MAY_HAVE_BILLED = "not retried, since it may have billed"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,30 @@ class RetryPolicy:
                 f"the {self.longest_wait_seconds:g} s a generation waits"
             )
         return failure.retry_after
+
+
+def book_failed_request(
+    error: openai.APIError,
+    record: CallRecord,
+    *,
+    timeout_seconds: float,
+    tries: int,
+    ledger: Ledger,
+) -> Failure:
+    """Book a request the API did not answer on `record`: the failure to wait out before trying
+    again, or ProviderError when it may not be tried again."""
+    failure = classify(error, timeout_seconds)
+    record.outcome, record.error = failure.outcome, failure.message
+    if not failure.retryable:
+        raise ProviderError(failure.message) from error
+    log.info(
+        "call %s, try %d, not billed: %s",
+        record.call_id,
+        tries,
+        failure.message,
+        extra={"job_id": ledger.job_id, "attempt": ledger.attempt},
+    )
+    return failure
 
 
 def classify(error: openai.APIError, timeout_seconds: float) -> Failure:

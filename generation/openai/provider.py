@@ -2,7 +2,9 @@
 
 Each try of a call is a ledger row under the job's attempt, written before the request goes
 out. The SDK's own retries are off (it would retry read timeouts and every 5xx, which may
-have billed); ours retry only what is known not to have billed (see failures.py).
+have billed); ours retry only what is known not to have billed (see failures.py). Calls go out
+as background responses that outlive their worker (background.py, WARMPOOL_OPENAI_CALLS
+`background`), or as chat completions answered on their connection (`direct`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from decimal import Decimal
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import msgspec
 import openai
@@ -21,7 +23,8 @@ from generation.drafts import MissionDraft, SabotageDraft
 from generation.ledger import CallRecord, Ledger, Purpose
 from generation.openai import checks, prompting
 from generation.openai.answers import AnswerFormat, UnusableAnswer
-from generation.openai.failures import RetryPolicy, classify
+from generation.openai.background import BackgroundCalls
+from generation.openai.failures import RetryPolicy, book_failed_request
 from generation.openai.prices import Price, PriceTable
 from generation.provider import ProviderError
 
@@ -40,6 +43,7 @@ def worst_case_cost_usd(price: Price, calls: int) -> Decimal:
 log = logging.getLogger(__name__)
 
 Draft = TypeVar("Draft", bound=msgspec.Struct)
+Calls = Literal["background", "direct"]
 
 
 class OpenAIProvider:
@@ -55,13 +59,25 @@ class OpenAIProvider:
         timeout_seconds: float,
         base_url: str | None = None,
         retry: RetryPolicy | None = None,
+        calls: Calls = "direct",
     ) -> None:
         self.model = model
+        self.calls = calls
         self._price = prices.for_model(model)
         self._timeout_seconds = timeout_seconds
         self._retry = retry or RetryPolicy()
         self._client = openai.AsyncOpenAI(
             api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0
+        )
+        self.background = BackgroundCalls(
+            self._client,
+            provider=self.name,
+            model=model,
+            price=self._price,
+            ceiling_usd=worst_case_cost_usd(self._price, 1),
+            max_answer_tokens=MAX_ANSWER_TOKENS,
+            timeout_seconds=timeout_seconds,
+            retry=self._retry,
         )
         self._mission = AnswerFormat("mission", MissionDraft)
         self._sabotage = AnswerFormat("sabotage", SabotageDraft)
@@ -69,6 +85,7 @@ class OpenAIProvider:
     async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
         return await self._ask(
             "generate",
+            1,
             prompting.mission_prompt(domain, seed=seed),
             self._mission,
             lambda draft: checks.check_mission(domain, draft),
@@ -87,6 +104,7 @@ class OpenAIProvider:
     ) -> SabotageDraft:
         return await self._ask(
             "sabotage",
+            try_number,
             prompting.sabotage_prompt(domain, mission, try_number=try_number),
             self._sabotage,
             lambda draft: checks.check_sabotage(domain, mission, draft),
@@ -103,6 +121,7 @@ class OpenAIProvider:
     async def _ask(
         self,
         purpose: Purpose,
+        try_number: int,
         prompt: str,
         answer: AnswerFormat[Draft],
         accept: Callable[[Draft], Draft],
@@ -110,11 +129,19 @@ class OpenAIProvider:
         seed: int,
         ledger: Ledger,
     ) -> Draft:
+        if self.calls == "background":
+            return await self.background.ask(
+                purpose, try_number, prompt, answer, accept, seed=seed, ledger=ledger
+            )
         tries = 0
         while True:
             tries += 1
             async with ledger.call(
-                purpose, self.name, self.model, ceiling_usd=worst_case_cost_usd(self._price, 1)
+                purpose,
+                self.name,
+                self.model,
+                ceiling_usd=worst_case_cost_usd(self._price, 1),
+                try_number=try_number,
             ) as record:
                 try:
                     completion = await self._client.chat.completions.create(
@@ -125,16 +152,12 @@ class OpenAIProvider:
                         max_completion_tokens=MAX_ANSWER_TOKENS,
                     )
                 except openai.APIError as error:
-                    failure = classify(error, self._timeout_seconds)
-                    record.outcome, record.error = failure.outcome, failure.message
-                    if not failure.retryable:
-                        raise ProviderError(failure.message) from error
-                    log.info(
-                        "%s call, try %d, not billed: %s",
-                        purpose,
-                        tries,
-                        failure.message,
-                        extra={"job_id": ledger.job_id, "attempt": ledger.attempt},
+                    failure = book_failed_request(
+                        error,
+                        record,
+                        timeout_seconds=self._timeout_seconds,
+                        tries=tries,
+                        ledger=ledger,
                     )
                 else:
                     return self._read(completion, record, answer, accept)

@@ -31,8 +31,8 @@ from tests.support.openai_stub import (
     USAGE,
     Behaviour,
     OpenAIStub,
-    StubServer,
     closed_port_url,
+    running_stub,
 )
 
 MODEL = "gpt-4o-mini"
@@ -110,11 +110,8 @@ class Harness:
 
 @pytest.fixture(scope="module")
 def stub_server() -> Iterator[OpenAIStub]:
-    stub = OpenAIStub()
-    server = StubServer(stub)
-    server.start()
-    yield stub
-    server.stop()
+    with running_stub() as stub:
+        yield stub
 
 
 @pytest.fixture

@@ -23,11 +23,14 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import uvicorn
 from litestar import Litestar, Request, Response, get, post
+from litestar.params import FromPath
 
 Behaviour = Literal[
     "ok",
@@ -388,11 +391,11 @@ class StubServer:
             return await stub.create_response(request)
 
         @get("/v1/responses/{response_id:str}")
-        async def retrieve_response(response_id: str) -> Response[Any]:
+        async def retrieve_response(response_id: FromPath[str]) -> Response[Any]:
             return stub.retrieve_response(response_id)
 
         @post("/v1/responses/{response_id:str}/cancel")
-        async def cancel_response(response_id: str) -> Response[Any]:
+        async def cancel_response(response_id: FromPath[str]) -> Response[Any]:
             return stub.cancel_response(response_id)
 
         app = Litestar([chat_completions, create_response, retrieve_response, cancel_response])
@@ -422,6 +425,18 @@ class StubServer:
         self._server.should_exit = True
         self._thread.join(timeout=10)
         self._socket.close()
+
+
+@contextmanager
+def running_stub() -> Iterator[OpenAIStub]:
+    """A stub, served until the end of the block."""
+    stub = OpenAIStub()
+    server = StubServer(stub)
+    server.start()
+    try:
+        yield stub
+    finally:
+        server.stop()
 
 
 def closed_port_url() -> str:

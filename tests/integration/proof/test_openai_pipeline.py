@@ -28,7 +28,7 @@ from pool import waiting
 from qa.proof import Prover
 from server.auth import Role
 from tests.support.http import bearer
-from tests.support.openai_stub import USAGE, Behaviour, OpenAIStub, StubServer
+from tests.support.openai_stub import USAGE, Behaviour, OpenAIStub, running_stub
 from tests.support.proving import require
 
 # Users' generations are enqueued as when a worker can make every domain.
@@ -44,11 +44,8 @@ STUB_DELAY_SECONDS = 2.0
 
 @pytest.fixture(scope="module")
 def stub() -> Iterator[OpenAIStub]:
-    stub = OpenAIStub()
-    server = StubServer(stub)
-    server.start()
-    yield stub
-    server.stop()
+    with running_stub() as stub:
+        yield stub
 
 
 @pytest.fixture

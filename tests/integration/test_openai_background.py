@@ -1,0 +1,272 @@
+"""Background calls through the real SDK against the stub's Responses API: each call is one
+response created once, its id on the ledger row before the answer is awaited; the attempt that
+holds the job next takes an unfinished (or answered) call over by that id instead of paying
+again; an older attempt can neither take over nor settle; a call the provider dropped is booked
+as lost and paid again; the stub's count of responses matches the ledger's rows."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Iterator
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+import pytest
+
+from generation.drafts import MissionDraft
+from generation.ledger import JobLost, Ledger
+from generation.openai import prices
+from generation.openai.provider import OpenAIProvider, worst_case_cost_usd
+from generation.provider import ProviderError
+from tests.integration.test_openai_provider import DOMAIN, MISSION, MODEL
+from tests.support.openai_stub import USAGE, OpenAIStub, running_stub
+from tests.support.polling import eventually
+
+PRICE = prices.load().for_model(MODEL)
+CEILING = worst_case_cost_usd(PRICE, 1)
+
+
+@pytest.fixture(scope="module")
+def stub_server() -> Iterator[OpenAIStub]:
+    with running_stub() as stub:
+        yield stub
+
+
+@pytest.fixture
+def stub(stub_server: OpenAIStub) -> OpenAIStub:
+    stub_server.reset()
+    return stub_server
+
+
+def background_provider(stub: OpenAIStub, timeout_seconds: float) -> OpenAIProvider:
+    return OpenAIProvider(
+        api_key="sk-test",
+        base_url=stub.base_url,
+        model=MODEL,
+        prices=prices.load(),
+        timeout_seconds=timeout_seconds,
+        calls="background",
+    )
+
+
+@pytest.fixture
+async def provider(stub: OpenAIStub) -> AsyncIterator[OpenAIProvider]:
+    provider = background_provider(stub, 10)
+    yield provider
+    await provider.close()
+
+
+@pytest.fixture
+async def job_id(pool: asyncpg.Pool) -> int:
+    found: int = await pool.fetchval(
+        """
+        INSERT INTO generation_jobs
+            (lane, domain, status, attempt, worker_id, fair_time, started_at, heartbeat_at)
+        VALUES ('replenish', 'python-backend', 'generating', 1, 'test:1', now(), now(), now())
+        RETURNING id
+        """
+    )
+    return found
+
+
+async def next_attempt(pool: asyncpg.Pool, job_id: int) -> Ledger:
+    """The job released and claimed again, as at a deploy: the next attempt's ledger."""
+    attempt: int = await pool.fetchval(
+        "UPDATE generation_jobs SET attempt = attempt + 1 WHERE id = $1 RETURNING attempt", job_id
+    )
+    return Ledger(pool, job_id, attempt)
+
+
+async def rows(pool: asyncpg.Pool, job_id: int) -> list[dict[str, Any]]:
+    found = await pool.fetch(
+        """
+        SELECT attempt, purpose, mode, provider_id, outcome, cost_usd, input_tokens,
+               resumed, resumed_by_attempt, orphaned, error, finished_at IS NOT NULL AS finished
+        FROM llm_calls WHERE job_id = $1 ORDER BY id
+        """,
+        job_id,
+    )
+    return [dict(row) for row in found]
+
+
+async def open_call(pool: asyncpg.Pool, job_id: int) -> bool:
+    """The call's row names its response and has not ended: the attempt is waiting for it."""
+    return bool(
+        await pool.fetchval(
+            "SELECT count(*) FROM llm_calls WHERE job_id = $1 AND provider_id IS NOT NULL "
+            "AND finished_at IS NULL",
+            job_id,
+        )
+    )
+
+
+async def interrupted(
+    pool: asyncpg.Pool, provider: OpenAIProvider, ledger: Ledger
+) -> asyncio.Task[MissionDraft]:
+    """Attempt `ledger.attempt` writing the mission, with its answer under way."""
+    task = asyncio.create_task(provider.write_mission(DOMAIN, seed=1, ledger=ledger))
+    await eventually(lambda: open_call(pool, ledger.job_id), 10, "the response to be created")
+    return task
+
+
+async def test_a_call_is_one_background_response_whose_id_is_on_its_row(
+    pool: asyncpg.Pool, provider: OpenAIProvider, stub: OpenAIStub, job_id: int
+) -> None:
+    stub.response_seconds = 0.3
+    mission = await provider.write_mission(DOMAIN, seed=3, ledger=Ledger(pool, job_id, 1))
+
+    assert mission == MISSION
+    [response] = stub.created()
+    assert response.retrieved >= 1, "the answer was awaited by polling"
+    body = response.received.body
+    assert (body["background"], body["store"], body["model"]) == (True, True, MODEL)
+    assert body["text"]["format"]["strict"] is True
+    assert body["metadata"] == {
+        "job_id": str(job_id),
+        "attempt": "1",
+        "purpose": "generate",
+        "try": "1",
+        "seed": "3",
+    }
+    [row] = await rows(pool, job_id)
+    assert (row["mode"], row["provider_id"], row["outcome"]) == ("background", response.id, "ok")
+    assert row["cost_usd"] == PRICE.cost(*USAGE["mission"])
+    assert (row["resumed"], row["orphaned"], row["error"]) == (0, False, None)
+
+
+async def test_the_next_attempt_takes_over_an_unfinished_call_and_pays_nothing_again(
+    pool: asyncpg.Pool, provider: OpenAIProvider, stub: OpenAIStub, job_id: int
+) -> None:
+    stub.hold()
+    first = await interrupted(pool, provider, Ledger(pool, job_id, 1))
+    second = await next_attempt(pool, job_id)
+    first.cancel()  # the released generation stops, leaving its call open
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    [row] = await rows(pool, job_id)
+    assert (row["outcome"], row["finished"]) == ("started", False)
+
+    stub.let_go()
+    assert await provider.write_mission(DOMAIN, seed=1, ledger=second) == MISSION
+
+    assert len(stub.created()) == 1, "the answer was paid for once"
+    [row] = await rows(pool, job_id)
+    assert (row["attempt"], row["resumed_by_attempt"], row["resumed"]) == (1, 2, 1)
+    assert (row["outcome"], row["orphaned"]) == ("ok", False)
+    assert row["cost_usd"] == PRICE.cost(*USAGE["mission"])
+    spend = await pool.fetchrow(
+        "SELECT sum(resumed) AS resumed, sum(resumed * cost_usd) AS saved FROM llm_calls"
+    )
+    assert spend is not None
+    assert (spend["resumed"], spend["saved"]) == (1, PRICE.cost(*USAGE["mission"]))
+
+
+async def test_an_answered_call_of_an_earlier_attempt_is_read_again_not_paid_again(
+    pool: asyncpg.Pool, provider: OpenAIProvider, stub: OpenAIStub, job_id: int
+) -> None:
+    await provider.write_mission(DOMAIN, seed=1, ledger=Ledger(pool, job_id, 1))
+    second = await next_attempt(pool, job_id)
+
+    assert await provider.write_mission(DOMAIN, seed=1, ledger=second) == MISSION
+    assert len(stub.created()) == 1
+    [row] = await rows(pool, job_id)
+    assert (row["outcome"], row["resumed"], row["resumed_by_attempt"]) == ("ok", 1, 2)
+    # A sabotage try is a call of its own: nothing to take over, so it is paid.
+    await provider.plant_bug(DOMAIN, MISSION, seed=1, try_number=1, ledger=second)
+    assert [each.received.schema_name for each in stub.created()] == ["mission", "sabotage"]
+
+
+async def test_an_older_attempt_that_wakes_up_can_neither_take_over_nor_settle(
+    pool: asyncpg.Pool, provider: OpenAIProvider, stub: OpenAIStub, job_id: int
+) -> None:
+    stub.hold()
+    older = Ledger(pool, job_id, 1)
+    first = await interrupted(pool, provider, older)
+    second = await next_attempt(pool, job_id)
+    taking_over = asyncio.create_task(provider.write_mission(DOMAIN, seed=1, ledger=second))
+    await eventually(
+        lambda: pool.fetchval(
+            "SELECT resumed_by_attempt = 2 FROM llm_calls WHERE job_id = $1", job_id
+        ),
+        10,
+        "the second attempt to take the call over",
+    )
+    stub.let_go()
+    await first  # the older attempt read the answer too, but could not settle it
+    await taking_over
+
+    [row] = await rows(pool, job_id)
+    assert (row["resumed_by_attempt"], row["resumed"], row["outcome"]) == (2, 1, "ok")
+    assert len(stub.created()) == 1
+    assert await older.take_over("generate", 1) is None
+    with pytest.raises(JobLost):
+        await provider.write_mission(DOMAIN, seed=1, ledger=older)
+    assert len(stub.created()) == 1
+
+
+async def test_a_call_the_provider_dropped_is_booked_as_lost_and_paid_again(
+    pool: asyncpg.Pool, provider: OpenAIProvider, stub: OpenAIStub, job_id: int
+) -> None:
+    stub.hold()
+    first = await interrupted(pool, provider, Ledger(pool, job_id, 1))
+    second = await next_attempt(pool, job_id)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    [lost] = stub.created()
+    stub.forget(lost.id)
+    stub.let_go()
+
+    assert await provider.write_mission(DOMAIN, seed=1, ledger=second) == MISSION
+    dropped, paid = await rows(pool, job_id)
+    assert (dropped["attempt"], dropped["outcome"], dropped["resumed"]) == (1, "failed", 0)
+    assert dropped["cost_usd"] == CEILING
+    assert dropped["error"].startswith(f"the model API no longer holds response {lost.id}")
+    assert (paid["attempt"], paid["outcome"], paid["resumed"]) == (2, "ok", 0)
+    assert len(stub.created()) == 2 == len(await rows(pool, job_id))
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "outcome", "message", "cost"),
+    [
+        ("server_error", "failed", "the model API failed the response (The server had", CEILING),
+        ("truncated", "malformed", "cut off at the model's output limit (900 tokens)", None),
+        ("refusal", "refused", "the model refused: I'm sorry", None),
+        ("wrong_shape", "malformed", "the mission answer does not match its schema", None),
+    ],
+)
+async def test_a_response_that_ends_without_a_usable_answer_fails_the_call(
+    pool: asyncpg.Pool,
+    provider: OpenAIProvider,
+    stub: OpenAIStub,
+    job_id: int,
+    behaviour: Any,
+    outcome: str,
+    message: str,
+    cost: Decimal | None,
+) -> None:
+    stub.plan(behaviour)
+    with pytest.raises(ProviderError, match=re.escape(message)):
+        await provider.write_mission(DOMAIN, seed=1, ledger=Ledger(pool, job_id, 1))
+    [row] = await rows(pool, job_id)
+    assert row["outcome"] == outcome
+    assert row["cost_usd"] == (cost if cost is not None else PRICE.cost(*USAGE["mission"]))
+    assert len(stub.created()) == 1
+
+
+async def test_a_response_past_the_time_limit_is_cancelled_at_the_provider(
+    pool: asyncpg.Pool, stub: OpenAIStub, job_id: int
+) -> None:
+    stub.hold()
+    provider = background_provider(stub, 0.5)
+    try:
+        with pytest.raises(ProviderError, match="cancelled at the provider"):
+            await provider.write_mission(DOMAIN, seed=1, ledger=Ledger(pool, job_id, 1))
+    finally:
+        await provider.close()
+    [response] = stub.created()
+    assert response.status(stub) == "cancelled"
+    [row] = await rows(pool, job_id)
+    assert (row["outcome"], row["cost_usd"]) == ("failed", CEILING)
