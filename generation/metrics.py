@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 from generation.jobs import Lane
 
 PROCESS = "This process, since it started"
-SWEEP_REASONS = ("stale", "expired")
+SWEEP_REASONS = ("stale", "expired", "requeued")
 
 
 class QueueMetrics:
@@ -37,7 +37,8 @@ class QueueMetrics:
             "warmpool_swept_jobs",
             f"{PROCESS}: jobs its sweeper failed (reason stale: a generation whose worker "
             "stopped heartbeating or that ran past the hard limit; reason expired: a job "
-            "pending past the expiry).",
+            "pending past the expiry) or gave back to the queue (reason requeued: a "
+            "generation whose worker stopped heartbeating, with a model call to take over).",
             ["reason"],
             registry=registry,
         )

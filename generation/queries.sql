@@ -132,6 +132,31 @@ FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::b
 WHERE j.id = done.id AND j.attempt = done.attempt AND j.status = 'generating'
 RETURNING j.id;
 
+-- name: jobs_requeue_if_stale_with_open_call
+-- Before the sweeper fails them: a job whose worker stopped heartbeating (not one past the hard
+-- limit) that has a model call the provider may still hold, open or answered, goes back to the
+-- queue under a new attempt, which takes the call over instead of paying for it again; at most
+-- until its attempt reaches $4, so a job that kills every worker ends failed. Locked in id
+-- order, as jobs_fail_if_stale does.
+UPDATE generation_jobs
+SET status = 'pending', attempt = attempt + 1, worker_id = NULL, started_at = NULL,
+    heartbeat_at = NULL
+WHERE id IN (
+    SELECT j.id FROM generation_jobs j
+    WHERE j.status = 'generating'
+      AND j.heartbeat_at < coalesce($3::timestamptz, now()) - $1::interval
+      AND j.started_at >= coalesce($3::timestamptz, now()) - $2::interval
+      AND j.attempt < $4::int
+      AND EXISTS (
+          SELECT 1 FROM llm_calls c
+          WHERE c.job_id = j.id AND c.provider_id IS NOT NULL AND c.dropped_at IS NULL
+            AND c.outcome IN ('started', 'ok')
+      )
+    ORDER BY j.id
+    FOR UPDATE
+) AND status = 'generating'
+RETURNING id, attempt;
+
 -- name: jobs_fail_if_stale
 -- The sweeper: a generating job whose worker stopped heartbeating, or that has run past the
 -- hard limit. Conditional on status, so a completion that commits first wins; rows are
@@ -160,6 +185,23 @@ SET status = 'failed', finished_at = coalesce($2::timestamptz, now()),
     error = 'waited in the queue longer than ' || $1::interval::text || ' without a free slot'
 WHERE status = 'pending' AND created_at < coalesce($2::timestamptz, now()) - $1::interval
 RETURNING id;
+
+-- name: jobs_requeue_if_owned_by_dead_process_with_open_call
+-- Before reconcile fails them: a dead process's job (as jobs_fail_if_owned_by_dead_process
+-- finds them) with a model call the provider may still hold goes back to the queue under a new
+-- attempt, which takes the call over; at most until its attempt reaches $4.
+UPDATE generation_jobs j
+SET status = 'pending', attempt = j.attempt + 1, worker_id = NULL, started_at = NULL,
+    heartbeat_at = NULL
+WHERE j.status = 'generating' AND j.worker_id = ANY($1::text[])
+  AND j.heartbeat_at < coalesce($3::timestamptz, now()) - $2::interval
+  AND j.attempt < $4::int
+  AND EXISTS (
+      SELECT 1 FROM llm_calls c
+      WHERE c.job_id = j.id AND c.provider_id IS NOT NULL AND c.dropped_at IS NULL
+        AND c.outcome IN ('started', 'ok')
+  )
+RETURNING j.id, j.attempt;
 
 -- name: jobs_fail_if_owned_by_dead_process
 -- Jobs that a previous process of this worker held when it died: the caller names the exact

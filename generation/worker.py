@@ -18,6 +18,7 @@ from core.sql import DATABASE_ERRORS, OUTAGE_ERRORS, Queries, outlasting_outages
 from generation.finisher import Ending, Failed, Finisher
 from generation.jobs import ClaimedJob
 from generation.ledger import JobLost, Ledger
+from generation.sweeper import REQUEUE_ATTEMPTS_BELOW
 
 queries = Queries("generation")
 log = logging.getLogger(__name__)
@@ -210,7 +211,8 @@ class Worker:
     async def reconcile(self, now: datetime | None = None) -> list[int]:
         """Fail the jobs that other, now dead, processes of this worker on this machine held,
         once their heartbeats have been silent for `presumed_dead_after`: a live process beats
-        sooner. Faster than the sweeper, which waits for the heartbeat timeout."""
+        sooner; a job with a model call to take over goes back to the queue instead. Faster than
+        the sweeper, which waits for the heartbeat timeout."""
         rows = await self._db.fetch(queries["worker_ids_generating"])
         dead = [
             row["worker_id"]
@@ -224,6 +226,21 @@ class Worker:
         ]
         if not dead:
             return []
+        requeued = await self._db.fetch(
+            queries["jobs_requeue_if_owned_by_dead_process_with_open_call"],
+            dead,
+            self._presumed_dead_after,
+            now,
+            REQUEUE_ATTEMPTS_BELOW,
+        )
+        for row in requeued:
+            log.warning(
+                "job %s went back to the queue as attempt %s: its worker died, and its model "
+                "call goes on at the provider",
+                row["id"],
+                row["attempt"],
+                extra={"job_id": row["id"], "attempt": row["attempt"]},
+            )
         failed = await self._db.fetch(
             queries["jobs_fail_if_owned_by_dead_process"], dead, self._presumed_dead_after, now
         )
@@ -239,7 +256,7 @@ class Worker:
                     "worker_id": row["worker_id"],
                 },
             )
-        return [row["id"] for row in failed]
+        return [row["id"] for row in [*requeued, *failed]]
 
     async def release_unheld(self) -> list[int]:
         """Give back the jobs generating under this worker's identity that it does not run: a

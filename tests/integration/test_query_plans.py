@@ -622,7 +622,7 @@ async def test_a_scrape_reads_neither_every_instance_nor_every_ledger_row(
     assert snapshot.serves == {"python-backend": half, "sql-data": half} | {
         name: 0 for name in DOMAIN_MAP.domains if name not in ("python-backend", "sql-data")
     }
-    assert snapshot.spend["ok"].llm_calls == half
+    assert snapshot.spend.by_outcome["ok"].llm_calls == half
     assert snapshot.queue.budget is not None
     shown = "\n".join(json.dumps(plan, indent=1) for plan in plans)
     instances = [node for plan in plans for node in reads(plan, "mission_instances")]

@@ -1,0 +1,102 @@
+"""A dead worker's job whose model call the provider may still hold goes back to the queue
+under a new attempt (the sweeper after the heartbeat timeout; the dead process's successor at
+once), so that attempt takes the call over; without such a call, past the hard limit, or at the
+last attempt, it is failed as before."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from generation.sweeper import REQUEUE_ATTEMPTS_BELOW, Sweeper
+from tests.integration.test_job_states import DEAD, restarted
+from tests.support.jobs import claim, enqueue, status_of
+
+MINUTE = timedelta(minutes=1)
+HOUR = timedelta(hours=1)
+
+
+async def generating(pool: asyncpg.Pool, now: datetime, *, attempt: int = 1) -> int:
+    job = await enqueue(pool, now=now)
+    assert await claim(pool, worker=DEAD, now=now) == [job]
+    await pool.execute("UPDATE generation_jobs SET attempt = $2 WHERE id = $1", job, attempt)
+    return job
+
+
+async def with_call(
+    pool: asyncpg.Pool, job: int, *, outcome: str = "started", provider_id: str | None = "resp_1"
+) -> None:
+    await pool.execute(
+        """
+        INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, mode,
+                               provider_id, outcome)
+        SELECT id, attempt, 1, 'generate', 'openai', 'm', 'background', $2, $3
+        FROM generation_jobs WHERE id = $1
+        """,
+        job,
+        provider_id,
+        outcome,
+    )
+
+
+def sweeper(pool: asyncpg.Pool) -> Sweeper:
+    return Sweeper(pool, heartbeat_timeout=MINUTE, stuck_after=HOUR, pending_expiry=24 * HOUR)
+
+
+@pytest.mark.parametrize("outcome", ["started", "ok"])
+async def test_the_sweeper_requeues_a_stale_job_with_a_call_to_take_over(
+    pool: asyncpg.Pool, outcome: str
+) -> None:
+    now = datetime.now(UTC)
+    job = await generating(pool, now)
+    await with_call(pool, job, outcome=outcome)
+    swept = await sweeper(pool).run_once(now + 2 * MINUTE)
+    assert (swept.requeued, swept.stale) == ([job], [])
+    row = await status_of(pool, job)
+    assert (row["status"], row["attempt"], row["worker_id"], row["error"]) == (
+        "pending",
+        2,
+        None,
+        None,
+    )
+    assert await claim(pool, now=now + 3 * MINUTE) == [job], "claimed again, as attempt 3"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "provider_id"),
+    [("started", None), ("failed", "resp_1"), ("malformed", "resp_1")],
+)
+async def test_a_stale_job_without_a_call_to_take_over_is_failed(
+    pool: asyncpg.Pool, outcome: str, provider_id: str | None
+) -> None:
+    now = datetime.now(UTC)
+    job = await generating(pool, now)
+    await with_call(pool, job, outcome=outcome, provider_id=provider_id)
+    swept = await sweeper(pool).run_once(now + 2 * MINUTE)
+    assert (swept.requeued, swept.stale) == ([], [job])
+    assert (await status_of(pool, job))["status"] == "failed"
+
+
+async def test_a_job_past_the_hard_limit_or_at_its_last_attempt_is_failed(
+    pool: asyncpg.Pool,
+) -> None:
+    now = datetime.now(UTC)
+    stuck = await generating(pool, now)
+    last = await generating(pool, now + 2 * HOUR - 5 * MINUTE, attempt=REQUEUE_ATTEMPTS_BELOW)
+    for job in (stuck, last):
+        await with_call(pool, job)
+    swept = await sweeper(pool).run_once(now + 2 * HOUR)
+    assert (swept.requeued, sorted(swept.stale)) == ([], sorted([stuck, last]))
+
+
+async def test_a_dead_process_successor_requeues_its_job_with_a_call_to_take_over(
+    pool: asyncpg.Pool,
+) -> None:
+    now = datetime.now(UTC) - 2 * MINUTE
+    resumable, plain = await generating(pool, now), await generating(pool, now)
+    await with_call(pool, resumable)
+    assert sorted(await restarted(pool).reconcile()) == sorted([resumable, plain])
+    assert (await status_of(pool, resumable))["status"] == "pending"
+    assert (await status_of(pool, plain))["status"] == "failed"
