@@ -1,5 +1,5 @@
-"""Where the money went: the ledger per UTC day, model, purpose and outcome, and the same
-spend summed over a window by each of those alone."""
+"""Where the money went: the ledger per UTC day, model, purpose, outcome and mode, and the
+same spend summed over a window by each of those alone."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ class SpendGroup(msgspec.Struct, frozen=True, kw_only=True):
     model: str
     purpose: str
     outcome: str
+    mode: str
     spend: Spend
 
 
@@ -40,6 +41,7 @@ async def by_day(connection: Executor, *, first: date, last: date) -> list[DaySp
                 model=row["model"],
                 purpose=row["purpose"],
                 outcome=row["outcome"],
+                mode=row["mode"],
                 spend=spend_of(row),
             )
         )
@@ -50,14 +52,11 @@ async def by_day(connection: Executor, *, first: date, last: date) -> list[DaySp
 
 
 def summed(spends: Iterable[Spend]) -> Spend:
-    total = Spend(llm_calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0)
+    total = Spend(
+        llm_calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0, resumed_calls=0, saved_usd=0.0
+    )
     for spend in spends:
-        total = Spend(
-            llm_calls=total.llm_calls + spend.llm_calls,
-            input_tokens=total.input_tokens + spend.input_tokens,
-            output_tokens=total.output_tokens + spend.output_tokens,
-            cost_usd=total.cost_usd + spend.cost_usd,
-        )
+        total += spend
     return total
 
 

@@ -62,6 +62,7 @@ async def spend_page(
         by_model=spend_report.totals_by(spent, lambda group: group.model),
         by_purpose=spend_report.totals_by(spent, lambda group: group.purpose),
         by_outcome=spend_report.totals_by(spent, lambda group: group.outcome),
+        by_mode=spend_report.totals_by(spent, lambda group: group.mode),
         outcomes=OUTCOMES,
     )
 

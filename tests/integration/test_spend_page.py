@@ -1,5 +1,5 @@
 """The spend page of the reviewer UI: where today's budget stands, and the ledger per day,
-model, purpose and outcome, from ledger rows written and finished by the ledger's own queries."""
+model, purpose, outcome and mode, from ledger rows written and finished by the ledger's own queries."""
 
 from __future__ import annotations
 
@@ -24,17 +24,18 @@ from tests.support.jobs import claim, enqueue, queries
 Client = AsyncTestClient[Litestar]
 NOW = datetime.now(UTC)
 TODAY = NOW.date()
-# (days ago, model, purpose, outcome, cost): each a call of its own.
+# (days ago, model, purpose, outcome, mode, takeovers, cost): each a call of its own.
 CALLS = [
-    (0, "gpt-big", "generate", "ok", Decimal("0.0400")),
-    (0, "gpt-big", "generate", "ok", Decimal("0.0350")),
-    (0, "gpt-big", "sabotage", "malformed", Decimal("0.0125")),
-    (0, "gpt-small", "sabotage", "ok", Decimal("0.0020")),
-    (1, "gpt-big", "generate", "failed", Decimal("0.0600")),
-    (3, "gpt-small", "generate", "ok", Decimal("0.0010")),
+    (0, "gpt-big", "generate", "ok", "direct", 0, Decimal("0.0400")),
+    (0, "gpt-big", "generate", "ok", "background", 1, Decimal("0.0350")),
+    (0, "gpt-big", "sabotage", "malformed", "direct", 0, Decimal("0.0125")),
+    (0, "gpt-small", "sabotage", "ok", "direct", 0, Decimal("0.0020")),
+    (1, "gpt-big", "generate", "failed", "direct", 0, Decimal("0.0600")),
+    (3, "gpt-small", "generate", "ok", "background", 2, Decimal("0.0010")),
     # Outside a week's window.
-    (9, "gpt-big", "generate", "ok", Decimal("1.0000")),
+    (9, "gpt-big", "generate", "ok", "direct", 0, Decimal("1.0000")),
 ]
+COST = -1
 
 
 @pytest.fixture
@@ -48,16 +49,20 @@ async def write_calls(pool: asyncpg.Pool) -> int:
     """The calls of CALLS, each started (on its day) and then finished by the ledger's query,
     all of one job; and the job it returns, generating, reserving $0.50 of today's budget."""
     job = await enqueue(pool, "user-1")
-    for number, (days_ago, model, purpose, outcome, cost) in enumerate(CALLS, start=1):
+    for number, (days_ago, model, purpose, outcome, mode, resumed, cost) in enumerate(
+        CALLS, start=1
+    ):
         call_id = await pool.fetchval(
             """INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model,
-                   started_at)
-               VALUES ($1, 0, $2, $3, 'openai', $4, $5) RETURNING id""",
+                   started_at, mode, resumed)
+               VALUES ($1, 0, $2, $3, 'openai', $4, $5, $6, $7) RETURNING id""",
             job,
             number,
             purpose,
             model,
             NOW - timedelta(days=days_ago),
+            mode,
+            resumed,
         )
         await pool.execute(queries["llm_call_finish"], call_id, 1000, 200, cost, outcome, None)
     running = await enqueue(pool, "user-2")
@@ -90,7 +95,7 @@ async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
     assert '<a href="/qa/spend" aria-current="page">Spend</a>' in page
 
     in_window = [call for call in CALLS if call[0] < 7]
-    spent_today = sum(call[4] for call in CALLS if call[0] == 0)
+    spent_today = sum(call[COST] for call in CALLS if call[0] == 0)
     assert '<dd id="budget-limit">$2.0000</dd>' in page
     assert f'<dd id="budget-spent">${spent_today:.4f}</dd>' in page
     assert '<dd id="budget-reserved">$0.5000</dd>' in page
@@ -99,7 +104,7 @@ async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
     )
     assert "Claims are open on both lanes." in page
 
-    total = sum(call[4] for call in in_window)
+    total = sum(call[COST] for call in in_window)
     assert f"${total:.4f} in {len(in_window)} model calls." in text(page)
     assert f"day-{TODAY - timedelta(days=9)}" not in page, "outside the window"
     assert f"day-{TODAY - timedelta(days=2)}" not in page, "a day without calls"
@@ -107,29 +112,43 @@ async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
     for days_ago in (0, 1, 3):
         calls = [call for call in in_window if call[0] == days_ago]
         section = day_section(page, days_ago)
-        groups: dict[tuple[str, str, str], list[Decimal]] = defaultdict(list)
-        for _, model, purpose, outcome, cost in calls:
-            groups[(model, purpose, outcome)].append(cost)
+        groups: dict[tuple[str, str, str, str], list[tuple[int, Decimal]]] = defaultdict(list)
+        for _, model, purpose, outcome, mode, resumed, cost in calls:
+            groups[(model, purpose, outcome, mode)].append((resumed, cost))
         rows = re.findall(r'<tr class="group">(.*?)</tr>', section, re.DOTALL)
         shown = [text(row) for row in rows]
         expected = [
-            f"{model} {purpose} {outcome} {len(costs)} {1000 * len(costs):,} "
-            f"{200 * len(costs):,} ${sum(costs):.4f}"
-            for (model, purpose, outcome), costs in sorted(
-                groups.items(), key=lambda item: -sum(item[1])
+            f"{model} {purpose} {outcome} {mode} {len(group)} {1000 * len(group):,} "
+            f"{200 * len(group):,} ${sum(cost for _, cost in group):.4f} "
+            f"{sum(resumed for resumed, _ in group)} / "
+            f"${sum(resumed * cost for resumed, cost in group):.4f}"
+            for (model, purpose, outcome, mode), group in sorted(
+                groups.items(), key=lambda item: -sum(cost for _, cost in item[1])
             )
         ]
         assert shown == expected, "each group, the costliest first"
         day_total = re.search(r'<tr class="day-total">(.*?)</tr>', section, re.DOTALL)
         assert day_total
-        assert text(day_total[1]).endswith(f"${sum(call[4] for call in calls):.4f}")
+        day_cost = sum(call[COST] for call in calls)
+        day_saved = sum(call[5] * call[COST] for call in calls)
+        assert text(day_total[1]).endswith(
+            f"${day_cost:.4f} {sum(c[5] for c in calls)} / ${day_saved:.4f}"
+        )
 
     by_model = re.search(r"<caption>By model</caption>(.*?)</table>", page, re.DOTALL)
     assert by_model
     models = [text(row) for row in re.findall(r"<tr>(.*?)</tr>", by_model[1], re.DOTALL)]
-    big = sum(call[4] for call in in_window if call[1] == "gpt-big")
+    big = sum(call[COST] for call in in_window if call[1] == "gpt-big")
     assert models[1].startswith("gpt-big 4 ")
-    assert models[1].endswith(f"${big:.4f}")
+    assert models[1].endswith(f"${big:.4f} 1 / $0.0350")
+
+    by_mode = re.search(r"<caption>By mode</caption>(.*?)</table>", page, re.DOTALL)
+    assert by_mode
+    modes = [text(row) for row in re.findall(r"<tr>(.*?)</tr>", by_mode[1], re.DOTALL)]
+    assert modes[1:] == [
+        "direct 4 4,000 800 $0.1145 0 / $0.0000",
+        "background 2 2,000 400 $0.0360 3 / $0.0370",
+    ]
 
 
 async def test_a_spent_budget_says_what_it_stops(
@@ -151,7 +170,7 @@ async def test_without_a_budget_the_page_says_spend_is_not_limited(
     assert "No model call started in the last 14 days." in empty
     await write_calls(pool)
     page = (await client.get("/qa/spend?days=30")).text
-    assert f"${sum(call[4] for call in CALLS):.4f} in {len(CALLS)} model calls." in text(page)
+    assert f"${sum(call[COST] for call in CALLS):.4f} in {len(CALLS)} model calls." in text(page)
 
 
 @pytest.mark.parametrize("days", ["0", "367", "-1", "two", "9" * 400])
