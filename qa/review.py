@@ -139,15 +139,17 @@ def _reason(reason: str) -> str:
 
 
 def _text(value: str | None, field: str, *, required: bool) -> str | None:
-    text = (value or "").strip()
+    sent = value or ""
+    # The limit is on the text as sent, as the API publishes it, white space at its ends too.
+    if len(sent) > MAX_NOTE_CHARACTERS:
+        raise InvalidReview(
+            f"{field} is {len(sent)} characters long; the limit is {MAX_NOTE_CHARACTERS}"
+        )
+    text = sent.strip()
     if not text:
         if required:
             raise InvalidReview(f"{field} is empty; say why, in a sentence a colleague will read")
         return None
-    if len(text) > MAX_NOTE_CHARACTERS:
-        raise InvalidReview(
-            f"{field} is {len(text)} characters long; the limit is {MAX_NOTE_CHARACTERS}"
-        )
     if not storable(text):
         raise InvalidReview(f"{field} contains a NUL character (\\x00); write it without one")
     return text

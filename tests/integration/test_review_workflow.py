@@ -210,8 +210,19 @@ async def test_two_reviewers_at_once_one_wins(pool: asyncpg.Pool) -> None:
         (lambda c, m: review.retire(c, m, reviewer="r", reason=""), "reason is empty"),
         (lambda c, m: review.approve(c, m, reviewer="r", note="n" * 2001), "the limit is 2000"),
         (lambda c, m: review.retire(c, m, reviewer="r", reason="r" * 2001), "the limit is 2000"),
+        (
+            lambda c, m: review.reject(c, m, reviewer="r", reason="r" * 2000 + " "),
+            "2001 characters long; the limit is 2000",
+        ),
     ],
-    ids=["empty reason", "blank reason", "empty retire reason", "long note", "long reason"],
+    ids=[
+        "empty reason",
+        "blank reason",
+        "empty retire reason",
+        "long note",
+        "long reason",
+        "long with its white space",
+    ],
 )
 async def test_bad_notes_and_reasons_change_nothing(
     pool: asyncpg.Pool, call: Any, message: str
