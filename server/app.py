@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from core import domains
 from generation.metrics import QueueMetrics
-from server import database, migrate, ui
+from server import database, migrate, openapi, ui
 from server.auth import KeyStore, bootstrap_keys
 from server.deadline import RequestDeadline
 from server.errors import exception_handlers
@@ -109,6 +109,7 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
             ),
             ui.router(settings),
         ],
+        plugins=openapi.plugins(domain_map),
         template_config=ui.template_config(),
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         exception_handlers=exception_handlers(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Request
@@ -17,6 +17,7 @@ from pool import requests
 from pool.guard import UnknownTrack, allowed_domains
 from server.auth import current_caller
 from server.errors import BadRequest, MissingIdempotencyKey
+from server.openapi import TRACKS, OneOf, Text
 from server.services import Services
 
 MAX_USER_ID = 200
@@ -26,6 +27,28 @@ MAX_ID_DIGITS = 18
 
 # The OpenAPI security of a route anyone may call: it needs no key, unlike the app's others.
 PUBLIC: list[SecurityRequirement] = [{}]
+
+# What str.strip() takes away, spelled out: regular expression engines disagree on what \s is.
+WHITE_SPACE = r"\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Text a person wrote: some character other than white space, and no NUL (which Postgres cannot
+# store).
+WORDS = rf"^[^\x00]*[^\x00{WHITE_SPACE}][^\x00]*$"
+NO_NUL = r"^[^\x00]*$"
+# Printable ASCII, without the spaces at either end that HTTP drops from a header's value.
+PRINTABLE_ASCII = r"^[!-~]([ -~]*[!-~])?$"
+
+UserId = Annotated[str, Text(min_length=1, max_length=MAX_USER_ID, pattern=WORDS)]
+KEY_TEXT = Text(min_length=1, max_length=MAX_IDEMPOTENCY_KEY, pattern=PRINTABLE_ASCII)
+KEY_MEANING = (
+    "The same key from the same caller with the same body answers as the first request did "
+    "and creates nothing new; with another body, 409."
+)
+IdempotencyKey = Annotated[
+    str | None, KEY_TEXT.header("Idempotency-Key", required=False, description=KEY_MEANING)
+]
+RequiredIdempotencyKey = Annotated[
+    str | None, KEY_TEXT.header("Idempotency-Key", required=True, description=KEY_MEANING)
+]
 
 
 class ProblemDetails(msgspec.Struct):
@@ -40,8 +63,8 @@ class ProblemDetails(msgspec.Struct):
 class UserTrack(msgspec.Struct, forbid_unknown_fields=True):
     """Who needs a mission, and the track whose domains they may be served."""
 
-    user_id: str
-    track: str
+    user_id: UserId
+    track: Annotated[str, OneOf(TRACKS)]
 
 
 def made_by_scope(request: Request[Any, Any, Any], services: Services) -> int | None:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 from litestar import Request, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
-from litestar.params import FromPath, HeaderParameter, JSONBody
+from litestar.params import FromPath, JSONBody
 
 from generation import jobs
 from pool import requests
 from server.auth import current_caller, requires
 from server.routes.common import (
+    RequiredIdempotencyKey,
     UserTrack,
     idempotency_key,
     made_by_scope,
@@ -44,7 +45,7 @@ async def create_job(
     request: Request[Any, Any, Any],
     data: JSONBody[UserTrack],
     services: NamedDependency[Services],
-    key_header: Annotated[str | None, HeaderParameter(name="Idempotency-Key")] = None,
+    key_header: RequiredIdempotencyKey = None,
 ) -> Response[JobEnvelope]:
     key = idempotency_key(key_header, required=True)
     asked = user_request(request, "POST /v1/jobs", data, key, services.domain_map)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, get, post
@@ -12,9 +12,10 @@ from litestar.params import FromPath, FromQuery, JSONBody
 
 from pool import reviews
 from qa import review
-from qa.missions import Mission, MissionSummary
+from qa.missions import QA_STATUSES, Mission, MissionSummary
 from server.auth import current_caller, requires
-from server.routes.common import check_domain, path_id, problems
+from server.openapi import DOMAINS, OneOf, Text
+from server.routes.common import NO_NUL, WORDS, check_domain, path_id, problems
 from server.services import Services
 
 
@@ -23,11 +24,11 @@ class MissionList(msgspec.Struct):
 
 
 class Approval(msgspec.Struct, forbid_unknown_fields=True):
-    note: str | None = None
+    note: Annotated[str, Text(max_length=review.MAX_NOTE_CHARACTERS, pattern=NO_NUL)] | None = None
 
 
 class Reason(msgspec.Struct, forbid_unknown_fields=True):
-    reason: str
+    reason: Annotated[str, Text(min_length=1, max_length=review.MAX_NOTE_CHARACTERS, pattern=WORDS)]
 
 
 @get(
@@ -42,8 +43,8 @@ class Reason(msgspec.Struct, forbid_unknown_fields=True):
 )
 async def list_missions(
     services: NamedDependency[Services],
-    status: FromQuery[str] = "awaiting_review",
-    domain: FromQuery[str | None] = None,
+    status: FromQuery[Annotated[str, OneOf(QA_STATUSES)]] = "awaiting_review",
+    domain: FromQuery[Annotated[str, OneOf(DOMAINS)] | None] = None,
 ) -> MissionList:
     check_domain(domain, services.domain_map)
     missions = await review.list_missions(services.db, status=status, domain=domain)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
-from litestar.params import FromPath, HeaderParameter, JSONBody
+from litestar.params import FromPath, JSONBody
 
 from pool import requests, serving
 from server.auth import requires
 from server.routes.common import (
+    IdempotencyKey,
     UserTrack,
     idempotency_key,
     made_by_scope,
@@ -50,7 +51,7 @@ async def serve(
     request: Request[Any, Any, Any],
     data: JSONBody[UserTrack],
     services: NamedDependency[Services],
-    key_header: Annotated[str | None, HeaderParameter(name="Idempotency-Key")] = None,
+    key_header: IdempotencyKey = None,
 ) -> Response[InstanceEnvelope | JobEnvelope]:
     key = idempotency_key(key_header, required=False)
     asked = user_request(request, "POST /v1/serve", data, key, services.domain_map)
