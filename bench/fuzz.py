@@ -1,11 +1,12 @@
-"""Fuzz benchmark: the long form of the fuzz tier (tests/fuzz), many more cases per operation
-and role than the test command runs, then the cases run per role and operation, the statuses
-that answered them, and the total.
+"""Fuzz benchmark: the long form of the fuzz tier (tests/fuzz), every phase and check of
+`schemathesis run --checks all` with many more generated cases per operation, phase and role
+than the test command runs, then the cases run per role and operation, the statuses that
+answered them, and the total.
 
-    python bench/fuzz.py [--examples 500] [--seed N]
+    python bench/fuzz.py [--examples 100] [--seed N]
 
-Every case is a request to a real `warmpool serve` process, one per role, each on its own
-database seeded with missions, jobs and instances. Without --seed, a new one each run, printed
+Every case is a request to a real `warmpool serve` process on a database seeded with missions,
+jobs and instances, with each role's key in turn. Without --seed, a new one each run, printed
 first so that a failing run can be repeated. Needs a Postgres (as scripts/test finds one).
 """
 
@@ -25,10 +26,15 @@ import subprocess
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="The fuzz tier's long form.")
-    parser.add_argument("--examples", type=int, default=500, help="cases per operation and role")
+    parser.add_argument(
+        "--examples", type=int, default=100, help="generated cases per operation, phase and role"
+    )
     parser.add_argument("--seed", type=int, default=random.randrange(2**32))
     arguments = parser.parse_args()
-    print(f"fuzzing with {arguments.examples} cases per operation and role, seed {arguments.seed}")
+    print(
+        f"fuzzing with {arguments.examples} cases per operation, phase and role, "
+        f"seed {arguments.seed}"
+    )
     environment = os.environ | {
         "WARMPOOL_FUZZ_EXAMPLES": str(arguments.examples),
         "WARMPOOL_FUZZ_SEED": str(arguments.seed),

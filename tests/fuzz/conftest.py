@@ -2,35 +2,38 @@
 missions awaiting review and approved, jobs and instances, and the schema the fuzzer reads from
 it with one role's key.
 
-WARMPOOL_FUZZ_EXAMPLES sets the cases per operation and role (a few by default: the short form
-the test command runs; bench/fuzz.py runs the long form). WARMPOOL_FUZZ_SEED picks the cases; the
-default is fixed, so that a failure in CI fails the same way on a laptop.
+WARMPOOL_FUZZ_EXAMPLES sets the generated cases per operation, phase and role (a few by default:
+the short form the test command runs; bench/fuzz.py runs the long form); the coverage phase's
+boundary cases come on top. WARMPOOL_FUZZ_SEED picks the cases; the default is fixed, so that a
+failure in CI fails the same way on a laptop.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 import schemathesis
 
 from core import domains
 from server.auth import ROLES, Role
+from server.database import create_pool
 from tests.fuzz import tally
+from tests.support import fleet, postgres
 from tests.support.http import bearer
 from tests.support.proven_missions import store_mission
-from tests.support.server import ROOT, running_server
+from tests.support.server import ROOT, create_keys, running_server
 
-EXAMPLES = int(os.environ.get("WARMPOOL_FUZZ_EXAMPLES", "25"))
-SEED = int(os.environ.get("WARMPOOL_FUZZ_SEED", "20240611"))
+EXAMPLES = int(os.environ.get("WARMPOOL_FUZZ_EXAMPLES", "5"))
+SEED = int(os.environ.get("WARMPOOL_FUZZ_SEED", "4242"))
 DOMAIN_MAP = domains.load(ROOT / "domain_map.yaml")
 USERS = ["fuzz-user-1", "fuzz-user-2"]
+# An answer slower than this is a hang, which the fuzzer reports instead of waiting for.
+REQUEST_TIMEOUT_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -40,28 +43,38 @@ class Target:
     # The values mixed into the generated ones (see BINDINGS): real ids, users and tracks, so
     # that requests reach rows and get past validation, and awkward values.
     dictionaries: dict[str, list[str]]
+    log_dir: Path
 
 
-@pytest.fixture
-async def missions(pool: asyncpg.Pool) -> list[str]:
+@pytest.fixture(scope="module")
+async def target(
+    postgres_server: str, template: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Target]:
+    """One server for the three roles' runs, each going on from where the one before left the
+    rows: starting and seeding a server costs as much as a role's run."""
+    name, url = await postgres.create_database(postgres_server, template)
+    try:
+        keys = await create_keys(url)
+        await fleet.standing_worker(url)
+        missions = await store_missions(url)
+        log_dir = tmp_path_factory.mktemp("fuzz")
+        with running_server(url, log_dir) as server, httpx.Client(base_url=server) as client:
+            yield Target(server, keys, seed_through_the_api(client, keys, missions), log_dir)
+    finally:
+        await postgres.drop_database(postgres_server, name)
+
+
+async def store_missions(database_url: str) -> list[str]:
     """Two missions per domain, awaiting review."""
-    return [
-        str(await store_mission(pool, domain))
-        for domain in DOMAIN_MAP.domains.values()
-        for _ in range(2)
-    ]
-
-
-@pytest.fixture
-def target(
-    database_url: str,
-    keys: dict[Role, str],
-    missions: list[str],
-    standing_worker: None,
-    tmp_path: Path,
-) -> Iterator[Target]:
-    with running_server(database_url, tmp_path) as url, httpx.Client(base_url=url) as client:
-        yield Target(url, keys, seed_through_the_api(client, keys, missions))
+    db = await create_pool(database_url, max_size=1)
+    try:
+        return [
+            str(await store_mission(db, domain))
+            for domain in DOMAIN_MAP.domains.values()
+            for _ in range(2)
+        ]
+    finally:
+        await db.close()
 
 
 def seed_through_the_api(
@@ -134,17 +147,26 @@ def role(request: pytest.FixtureRequest) -> Role:
 
 @pytest.fixture
 def api_schema(target: Target, role: Role) -> schemathesis.BaseSchema:
-    config: dict[str, Any] = {
-        "headers": bearer(target.keys[role]),
-        "dictionaries": {name: {"values": values} for name, values in target.dictionaries.items()},
-        "parameters": {
-            key: {"dictionary": name, "probability": probability}
-            for key, (name, probability) in BINDINGS.items()
-        },
-    }
-    return schemathesis.openapi.from_url(
-        f"{target.url}/schema/openapi.json", config=schemathesis.Config.from_dict(config)
+    config = schemathesis.Config.from_dict(
+        {
+            "headers": bearer(target.keys[role]),
+            "dictionaries": {
+                name: {"values": values} for name, values in target.dictionaries.items()
+            },
+            "parameters": {
+                key: {"dictionary": name, "probability": probability}
+                for key, (name, probability) in BINDINGS.items()
+            },
+            "seed": SEED,
+            # One run's cases come from the seed alone: nothing kept from earlier runs.
+            "cache": {"enabled": False},
+            "generation": {"max-examples": EXAMPLES, "database": "none"},
+            "request-timeout": REQUEST_TIMEOUT_SECONDS,
+        }
     )
+    # As `schemathesis run --checks all` sets them.
+    config.projects.override.checks.update(included_check_names=["all"])
+    return schemathesis.openapi.from_url(f"{target.url}/schema/openapi.json", config=config)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -1,83 +1,58 @@
-"""Schemathesis over every operation of the published OpenAPI document, with one role's key.
+"""Schemathesis's engine over the published OpenAPI document with one role's key: what
+`schemathesis run --checks all` runs, in this process.
 
-Each operation gets hypothesis-generated cases, both valid ones and ones that break the schema,
-and every answer goes through the checks; a failing operation does not stop the others, so one
-run reports every fault it finds.
+Its phases, in order: coverage (boundary values of every parameter and field, a missing required
+header, a method the path does not declare, no key), fuzzing (hypothesis-generated cases, valid
+and not), stateful (chains through the links it infers between operations, such as a created
+job's id into GET and DELETE). Every check judges every answer: no 5xx; the documented status,
+content type, headers and body; a valid request accepted and an invalid one refused; `Allow` on
+OPTIONS and 405; auth not ignored; nothing used after it was deleted. A failure does not stop
+the run, so one run reports every fault it finds.
 """
 
 from __future__ import annotations
 
-import traceback
-from typing import Any
-
-import hypothesis
 import schemathesis
-from hypothesis import strategies
-from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
-from schemathesis.errors import FailureGroup
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
+from schemathesis.engine import events, from_schema
+from schemathesis.engine.recorder import ScenarioRecorder
 
 from server.auth import Role
 from tests.fuzz import tally
 
-# An answer slower than this is a hang, which the fuzzer reports instead of waiting for.
-REQUEST_TIMEOUT_SECONDS = 30
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_schema_conformance,
-]
+
+def fuzz(schema: schemathesis.BaseSchema, role: Role) -> list[str]:
+    """Run every phase; the failures, each once, with the curl command that repeats it."""
+    failures: dict[tuple[str, str], str] = {}
+    for event in from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished):
+            _record(role, event.recorder)
+            failures.update(_check_failures(event.recorder))
+        elif isinstance(event, events.NonFatalError):
+            failures[event.label, type(event.value).__name__] = f"{event.label}: {event.value!r}"
+        elif isinstance(event, events.FatalError):
+            failures["run", "fatal"] = f"the run stopped: {event.exception!r}"
+        elif isinstance(event, events.EngineFinished):
+            for failure in event.failures:
+                failures["run", failure.title] = f"{failure.title}\n{failure.message}"
+    return list(failures.values())
 
 
-def fuzz(schema: schemathesis.BaseSchema, role: Role, *, examples: int, seed: int) -> list[str]:
-    """Run every operation; the failures, one report per failing operation."""
-    failures = []
-    for methods in schema.values():
-        for operation in methods.values():
-            try:
-                _fuzz_operation(operation, role, examples=examples, seed=seed)
-            except (Exception, FailureGroup) as error:
-                failures.append(f"{operation.label}:\n{_describe(error)}")
-    return failures
+def _record(role: Role, recorder: ScenarioRecorder) -> None:
+    for case_id, interaction in recorder.interactions.items():
+        if interaction.response is not None:
+            operation = recorder.cases[case_id].value.operation.label
+            tally.record(role, operation, interaction.response.status_code)
 
 
-def _fuzz_operation(
-    operation: schemathesis.APIOperation[Any, Any, Any, Any],
-    role: Role,
-    *,
-    examples: int,
-    seed: int,
-) -> None:
-    cases = strategies.one_of(
-        operation.as_strategy(GenerationMode.POSITIVE),
-        operation.as_strategy(GenerationMode.NEGATIVE),
-    )
-
-    @hypothesis.seed(seed)
-    @hypothesis.settings(
-        max_examples=examples,
-        database=None,
-        deadline=None,
-        print_blob=False,
-        # Each case is an HTTP round trip to a real server and its database.
-        suppress_health_check=[hypothesis.HealthCheck.too_slow],
-    )
-    @hypothesis.given(cases)
-    def run(case: schemathesis.Case[Any]) -> None:
-        response = case.call(timeout=REQUEST_TIMEOUT_SECONDS)
-        tally.record(role, operation.label, response.status_code)
-        case.validate_response(response, checks=CHECKS)
-
-    run()
-
-
-def _describe(error: BaseException) -> str:
-    """What failed, on which case, and how to reproduce it: a check failure's message holds
-    the answer and a curl command, and hypothesis notes the case on any error."""
-    return "".join(traceback.format_exception_only(error))
+def _check_failures(recorder: ScenarioRecorder) -> dict[tuple[str, str], str]:
+    found = {}
+    for case_id, checks in recorder.checks.items():
+        operation = recorder.cases[case_id].value.operation.label
+        for check in checks:
+            if check.failure_info is not None:
+                failure = check.failure_info.failure
+                found[operation, failure.title] = (
+                    f"{operation}: {failure.title}\n{failure.message}\n"
+                    f"Reproduce with:\n    {check.failure_info.code_sample}"
+                )
+    return found
