@@ -16,11 +16,13 @@ from __future__ import annotations
 import ast
 import bisect
 import builtins
+import importlib
 import keyword
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import PurePosixPath
 
 from generation.renderings.scan import RenderingFailed, Scan, SourceFile
@@ -29,6 +31,8 @@ _BUILTIN_TYPES = (
     object, type, int, float, complex, bool, str, bytes, bytearray, list, tuple, dict, set,
     frozenset, range, slice, memoryview, property, staticmethod, classmethod, BaseException,
 )  # fmt: skip
+# Modules whose import does something (opens a browser, prints, starts a program).
+_NOT_IMPORTED = frozenset({"antigravity", "this", "idlelib", "turtle", "turtledemo", "tkinter"})
 _BUILTIN_ATTRIBUTES = frozenset(name for kind in _BUILTIN_TYPES for name in dir(kind))
 _RESERVED = frozenset({*keyword.kwlist, *keyword.softkwlist, *dir(builtins), "self", "cls"})
 # A string that could name identifiers: "username", "cart, expected" (parametrize).
@@ -153,6 +157,8 @@ class _Facts:
         self.pinned: set[str] = set(modules)
         self._attributes_defined: set[str] = set()
         self._attributes_used: set[str] = set()
+        # Attributes of the standard library modules the mission imports, and of their classes.
+        self._library_attributes: set[str] = set()
         # Callable name -> for each definition, its explicit parameters.
         self._parameters: defaultdict[str, list[frozenset[str]]] = defaultdict(list)
         self._keywords: list[tuple[str | None, str]] = []
@@ -209,8 +215,11 @@ class _Facts:
         for alias in node.names:
             if isinstance(node, ast.Import):
                 self.pinned.add(alias.name.split(".")[0])
+                self._library_attributes |= _library_attributes(alias.name)
             if external and alias.asname is None:
                 self.pinned.add(alias.name)
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            self._library_attributes |= _library_attributes(node.module)
 
     def _read_class(self, node: ast.ClassDef) -> None:
         self._attributes_defined |= _members(node.body)
@@ -232,12 +241,30 @@ class _Facts:
         pinned = set(self.pinned)
         # `.name` on something the mission did not define, or an attribute of a built-in type.
         pinned |= self._attributes_used - self._attributes_defined
-        pinned |= (self._attributes_used | self._attributes_defined) & _BUILTIN_ATTRIBUTES
+        known = _BUILTIN_ATTRIBUTES | self._library_attributes
+        pinned |= (self._attributes_used | self._attributes_defined) & known
         for target, word in self._keywords:
             definitions = self._parameters.get(target or "", [])
             if not definitions or any(word not in explicit for explicit in definitions):
                 pinned.add(word)
         return pinned
+
+
+@cache
+def _library_attributes(module_name: str) -> frozenset[str]:
+    """The attributes of a standard library module and of its classes; none for other modules
+    (only the standard library is imported: it runs no code of the mission's)."""
+    if module_name.split(".", maxsplit=1)[0] not in sys.stdlib_module_names - _NOT_IMPORTED:
+        return frozenset()
+    try:
+        module = importlib.import_module(module_name)
+    except Exception:  # a module this platform lacks: nothing to learn from it
+        return frozenset()
+    names = set(dir(module))
+    for value in vars(module).values():
+        if isinstance(value, type):
+            names.update(dir(value))
+    return frozenset(names)
 
 
 def _store_name(node: ast.AST) -> str | None:

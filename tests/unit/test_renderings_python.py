@@ -251,3 +251,22 @@ def test_code_that_does_not_parse_cannot_be_rendered() -> None:
 def test_non_ascii_text_before_a_name_keeps_the_columns_right() -> None:
     renamed = rewritten('label = "prix en €"; price = 3; both = (label, price)\n', price="cost")
     assert renamed == 'label = "prix en €"; cost = 3; both = (label, cost)\n'
+
+
+def test_attributes_of_the_standard_librarys_classes_are_pinned() -> None:
+    found = renamable(
+        code="""
+        from dataclasses import dataclass
+        from datetime import date
+
+        @dataclass
+        class Booking:
+            day: int
+            nights: int
+
+        def same_day(booking: Booking, when: date) -> bool:
+            return booking.day == when.day
+        """
+    )
+    assert "day" not in found  # the mission's field, but also `date.day`
+    assert {"Booking", "nights", "same_day", "booking", "when"} <= found
