@@ -3,9 +3,11 @@ their own and a leaked copy names the instance it came from.
 
 A rendering renames the mission's own identifiers consistently across its code and its tests
 (gold, visible and hidden tests, and one variant's sabotaged code), with names drawn from the
-domain's vocabulary (`naming`), and changes nothing else: strings, comments, file names and
-every name the mission does not own stay as they are. Python is renamed through its syntax
-tree, JavaScript and SQL through their tokens; each language's module says what it keeps.
+domain's vocabulary (`naming`), and changes nothing else: strings, file names and every name
+the mission does not own stay as they are, and comments and docstrings change only where they
+quote a renamed name in backticks (`rename_prose` does the same for a brief or a hint). Python
+is renamed through its syntax tree, JavaScript and SQL through their tokens; each language's
+module says what it keeps.
 
 `Renderer(sources, language=..., domain=...).count` is how many renderings a mission has
 (every number in `range(count)` is one, each different from the others and from the mission
@@ -17,7 +19,6 @@ tests.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from types import ModuleType
 
@@ -25,15 +26,13 @@ import msgspec
 
 from generation.renderings import javascript, python, sql
 from generation.renderings.naming import Plan, vocabulary
-from generation.renderings.scan import RenderingFailed, SourceFile
+from generation.renderings.scan import RenderingFailed, SourceFile, renamed_prose
 
 __all__ = ["Renderer", "Rendering", "RenderingFailed", "Sources", "rename_prose"]
 
 Files = dict[str, str]
 
 _LANGUAGES: dict[str, ModuleType] = {"python": python, "javascript": javascript, "sql": sql}
-_CODE_SPAN = re.compile(r"`[^`\n]+`")
-_WORD = re.compile(r"[A-Za-z_$][\w$]*")
 
 
 class Sources(msgspec.Struct, frozen=True, kw_only=True):
@@ -112,11 +111,6 @@ class Renderer:
 
 def rename_prose(text: str, renames: Mapping[str, str], *, language: str) -> str:
     """Prose about the code (a brief, a grader's hint) with the renamed names in its code spans
-    (`cart_total`) renamed; words outside backticks are ordinary words, and stay."""
+    (`cart_total`) renamed, as comments and docstrings are in the code."""
     fold = getattr(_LANGUAGES[language], "fold", str)
-    folded = {fold(old): new for old, new in renames.items()}
-
-    def span(found: re.Match[str]) -> str:
-        return _WORD.sub(lambda word: folded.get(fold(word.group()), word.group()), found.group())
-
-    return _CODE_SPAN.sub(span, text)
+    return renamed_prose(text, {fold(old): new for old, new in renames.items()}, fold)

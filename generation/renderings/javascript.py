@@ -2,13 +2,14 @@
 
 The lexer knows strings, template literals (whose `${...}` parts are code, renamed like the
 rest, and whose text is not), regular expression literals and comments, so that only code is
-touched. Without a parser, what the mission defines is read from where names are declared
-(`const`, `let`, `var`, `function`, `class`, parameters, methods) and from the properties it
-writes (object literal keys, shorthand properties, `x.name = ...`). A name is renamed
-everywhere it appears, properties and shorthand included, or nowhere: it is kept when it is a
-keyword, a global, a property of a built-in or of Jest (`reserved/javascript.txt`), bound from
-a package that is not the mission's (`require('lodash')`), read as a property the mission
-never writes, or written as a string.
+touched, and comments only where they quote a name in backticks. Without a parser, what the
+mission defines is read from where names are declared (`const`, `let`, `var`, `function`,
+`class`, parameters, methods) and from the properties it writes (object literal keys,
+shorthand properties, `x.name = ...`). A name is renamed everywhere it appears, properties and
+shorthand included, or nowhere: it is kept when it is a keyword, a global, a property of a
+built-in or of Jest (`reserved/javascript.txt`), bound from a package that is not the
+mission's (`require('lodash')`), read as a property the mission never writes, or written as a
+string.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from importlib.resources import files
 from pathlib import PurePosixPath
 from typing import Literal, NamedTuple
 
-from generation.renderings.scan import RenderingFailed, Scan, SourceFile
+from generation.renderings.scan import RenderingFailed, Scan, SourceFile, code_span_words
 
-Kind = Literal["name", "string", "template", "regex", "number", "punctuation"]
+Kind = Literal["name", "string", "template", "regex", "number", "punctuation", "comment"]
 
 # fmt: off
 _KEYWORDS = frozenset({
@@ -74,8 +75,14 @@ def allowed(name: str) -> bool:
 
 
 def tokens(source: str) -> list[Token]:
-    """The code's tokens (template literal text as `template` tokens, its `${...}` as code)."""
+    return lex(source)[0]
+
+
+def lex(source: str) -> tuple[list[Token], list[Token]]:
+    """The code's tokens (template literal text as `template` tokens, its `${...}` as code),
+    and the comments."""
     found: list[Token] = []
+    comments: list[Token] = []
     position = 0
     # One entry per open `${`: the brace depth inside it, to find the `}` that closes it.
     templates: list[int] = []
@@ -83,10 +90,10 @@ def tokens(source: str) -> list[Token]:
         character = source[position]
         if space := _SPACE.match(source, position):
             position = space.end()
-        elif source.startswith("//", position):
-            position = _after(source, "\n", position)
-        elif source.startswith("/*", position):
-            position = _after(source, "*/", position + 2)
+        elif source.startswith(("//", "/*"), position):
+            end = _after(source, "\n" if source[position + 1] == "/" else "*/", position + 2)
+            comments.append(Token("comment", source[position:end], position))
+            position = end
         elif character in "'\"":
             end = _end_of_string(source, position)
             found.append(Token("string", source[position:end], position))
@@ -109,12 +116,20 @@ def tokens(source: str) -> list[Token]:
                 templates[-1] += 1 if text == "{" else -1
             found.append(Token("punctuation", text, position))
             position += len(text)
-    return found
+    return found, comments
 
 
 @lru_cache(maxsize=256)  # a mission's files are rendered many times over
-def _cached_tokens(source: str) -> tuple[Token, ...]:
-    return tuple(tokens(source))
+def _edits(source: str) -> tuple[tuple[int, str], ...]:
+    """(offset, name) of each name in the code, and in backticks in its comments."""
+    code, comments = lex(source)
+    found = [(token.start, token.text) for token in code if token.kind == "name"]
+    found += [
+        (comment.start + offset, name)
+        for comment in comments
+        for offset, name in code_span_words(comment.text)
+    ]
+    return tuple(sorted(found))
 
 
 def _template_text(source: str, position: int, found: list[Token], templates: list[int]) -> int:
@@ -328,8 +343,8 @@ def _closing(found: Sequence[Token], open_: int) -> int:
 
 def rewrite(path: str, source: str, renames: Mapping[str, str]) -> str:
     pieces, position = [], 0
-    for token in _cached_tokens(source):
-        if token.kind == "name" and token.text in renames:
-            pieces += [source[position : token.start], renames[token.text]]
-            position = token.start + len(token.text)
+    for start, name in _edits(source):
+        if name in renames:
+            pieces += [source[position:start], renames[name]]
+            position = start + len(name)
     return "".join([*pieces, source[position:]])

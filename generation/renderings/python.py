@@ -7,8 +7,9 @@ other modules; attributes used on objects the mission did not define, and attrib
 built-in types; keyword arguments to callables that are not the mission's own, or that take
 them through `**kwargs`; what pytest finds by name (tests, fixtures and their parameters);
 names in `match` patterns; and any name written as a string (`getattr`, parametrize, dictionary
-keys, `__all__`), since a string may stand for it. Strings, comments and docstrings are never
-changed. The edits go where the AST says the name is, so f-string expressions are renamed too.
+keys, `__all__`), since a string may stand for it. Strings never change, comments and
+docstrings only in their code spans. The edits go where the AST says the name is, so f-string
+expressions are renamed too.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ import ast
 import bisect
 import builtins
 import importlib
+import io
 import keyword
 import re
 import sys
+import tokenize
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache, lru_cache
 from pathlib import PurePosixPath
 
-from generation.renderings.scan import RenderingFailed, Scan, SourceFile
+from generation.renderings.scan import RenderingFailed, Scan, SourceFile, code_span_words
 
 _BUILTIN_TYPES = (
     object, type, int, float, complex, bool, str, bytes, bytearray, list, tuple, dict, set,
@@ -73,7 +76,7 @@ def scan(files: Sequence[SourceFile]) -> Scan:
 
 
 def rewrite(path: str, source: str, renames: Mapping[str, str]) -> str:
-    """`source` with every use of a renamed name renamed; strings and comments as they were."""
+    """`source` with every use of a renamed name renamed; strings as they were."""
     rendered = bytearray(source.encode())
     for offset, old in reversed(_located(path, source)):
         if old in renames:
@@ -91,13 +94,53 @@ def _located(path: str, source: str) -> tuple[tuple[int, str], ...]:
     for text_line in text.splitlines(keepends=True):
         starts.append(starts[-1] + len(text_line))
     found: dict[int, str] = {}
-    for node in ast.walk(_parse(path, source)):
+    tree = _parse(path, source)
+    for node in ast.walk(tree):
         for line, column, name in _occurrences(node, text, starts):
             offset = starts[line - 1] + column
             if text[offset : offset + len(name.encode())] != name.encode():
                 raise RenderingFailed(f"{path}: {name!r} is not where the syntax tree puts it")
             found[offset] = name
+    for offset, name in _prose_names(source, text, starts, tree):
+        found.setdefault(offset, name)
     return tuple(sorted(found.items()))
+
+
+def _prose_names(
+    source: str, text: bytes, starts: list[int], tree: ast.Module
+) -> Iterator[tuple[int, str]]:
+    """(byte offset, name) of the names in backticks in comments and docstrings."""
+    lines = source.splitlines(keepends=True)
+    try:
+        comments = [
+            token
+            for token in tokenize.generate_tokens(io.StringIO(source).readline)
+            if token.type == tokenize.COMMENT
+        ]
+    except (tokenize.TokenError, SyntaxError) as error:
+        raise RenderingFailed(f"cannot read the comments: {error}") from None
+    for token in comments:
+        row, column = token.start
+        base = starts[row - 1] + len(lines[row - 1][:column].encode())
+        for offset, name in code_span_words(token.string):
+            yield base + len(token.string[:offset].encode()), name
+    for node in ast.walk(tree):
+        docstring = _docstring(node)
+        if docstring is not None:
+            start = starts[docstring.lineno - 1] + docstring.col_offset
+            line, column = _end(docstring)
+            segment = text[start : starts[line - 1] + column].decode()
+            for offset, name in code_span_words(segment):
+                yield start + len(segment[:offset].encode()), name
+
+
+def _docstring(node: ast.AST) -> ast.Constant | None:
+    if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    first = node.body[0] if node.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        return first.value if isinstance(first.value.value, str) else None
+    return None
 
 
 def _occurrences(node: ast.AST, text: bytes, starts: list[int]) -> Iterator[tuple[int, int, str]]:
@@ -131,9 +174,14 @@ def _occurrences(node: ast.AST, text: bytes, starts: list[int]) -> Iterator[tupl
 
 def _ending(node: ast.Attribute | ast.alias, name: str) -> tuple[int, int, str]:
     """Where `name` is when it ends the node (`x.name`, `import x as name`)."""
+    line, column = _end(node)
+    return line, column - len(name.encode()), name
+
+
+def _end(node: ast.expr | ast.alias) -> tuple[int, int]:
     if node.end_lineno is None or node.end_col_offset is None:
         raise RenderingFailed(f"line {node.lineno}: the syntax tree does not say where it ends")
-    return node.end_lineno, node.end_col_offset - len(name.encode()), name
+    return node.end_lineno, node.end_col_offset
 
 
 def _named_in_span(

@@ -1,7 +1,10 @@
-"""What a language's scan of a mission finds, and the one way a rendering can fail."""
+"""What a language's scan of a mission finds, the one way a rendering can fail, and the names
+prose about the code mentions."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
 
@@ -24,3 +27,25 @@ class Scan(NamedTuple):
     renamable: frozenset[str]
     # Names already in the mission, which no rendering may introduce.
     taken: frozenset[str]
+
+
+_CODE_SPAN = re.compile(r"`[^`\n]+`")
+_WORD = re.compile(r"[A-Za-z_$][\w$]*")
+
+
+def code_span_words(prose: str) -> Iterator[tuple[int, str]]:
+    """(offset, word) of each name written in backticks in prose: a comment, a docstring, a
+    brief. Renamed with the code, prose about the code stays true; other words are ordinary
+    words, and stay."""
+    for span in _CODE_SPAN.finditer(prose):
+        for word in _WORD.finditer(span.group()):
+            yield span.start() + word.start(), word.group()
+
+
+def renamed_prose(prose: str, renames: Mapping[str, str], fold: Callable[[str], str]) -> str:
+    pieces, position = [], 0
+    for offset, word in code_span_words(prose):
+        if fold(word) in renames:
+            pieces += [prose[position:offset], renames[fold(word)]]
+            position = offset + len(word)
+    return "".join([*pieces, prose[position:]])

@@ -5,10 +5,11 @@ Names fold to lower case, as PostgreSQL folds them; a quoted identifier that spe
 name (`"plan"`) is that name and is renamed inside its quotes, any other (`"Plan"`) is a
 different name and stays. Dollar-quoted bodies are code and renamed like the rest; so is a
 quoted string that holds a statement (`'SELECT * FROM reorder_list'`, as pgTAP takes them);
-other strings and comments stay. Kept are PostgreSQL's keywords, functions (pgTAP's too),
-types, catalogue relations and schemas (`reserved/sql.txt`), the catalogue's column names in a
-mission that reads the catalogue, what pgTAP's `runtests` finds by name (`test*`, `setup*`,
-`teardown*`, `startup*`, `shutdown*`), and any name written as a string.
+other strings stay, and comments but for names they quote in backticks. Kept are
+PostgreSQL's keywords, functions (pgTAP's too), types, catalogue relations and schemas
+(`reserved/sql.txt`), the catalogue's column names in a mission that reads the catalogue,
+what pgTAP's `runtests` finds by name (`test*`, `setup*`, `teardown*`, `startup*`,
+`shutdown*`), and any name written as a string.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from functools import cache, lru_cache
 from importlib.resources import files
 from typing import Literal, NamedTuple
 
-from generation.renderings.scan import RenderingFailed, Scan, SourceFile
+from generation.renderings.scan import RenderingFailed, Scan, SourceFile, renamed_prose
 
-Kind = Literal["name", "quoted name", "string", "code string", "body", "other"]
+Kind = Literal["name", "quoted name", "string", "code string", "body", "other", "comment"]
 
 _NAME = re.compile(r"[A-Za-z_][\w$]*")
 _DOLLAR_TAG = re.compile(r"\$(?:[A-Za-z_]\w*)?\$")
@@ -74,16 +75,24 @@ def allowed(name: str) -> bool:
 
 
 def tokens(source: str) -> list[Token]:
+    return lex(source)[0]
+
+
+def lex(source: str) -> tuple[list[Token], list[Token]]:
+    """The tokens and the comments."""
     found: list[Token] = []
+    comments: list[Token] = []
     position = 0
     while position < len(source):
         start = position
         if source[position].isspace():
             position += 1
-        elif source.startswith("--", position):
-            position = _after(source, "\n", position)
-        elif source.startswith("/*", position):
-            position = _end_of_block_comment(source, position)
+        elif source.startswith(("--", "/*"), position):
+            if source.startswith("--", position):
+                position = _after(source, "\n", position)
+            else:
+                position = _end_of_block_comment(source, position)
+            comments.append(Token("comment", source[start:position], start, position))
         elif tag := _DOLLAR_TAG.match(source, position):
             close = source.find(tag.group(), tag.end())
             if close < 0:
@@ -104,12 +113,14 @@ def tokens(source: str) -> list[Token]:
             other = _OTHER.match(source, position)
             position = other.end() if other else position + 1
             found.append(Token("other", source[start:position], start, position))
-    return found
+    return found, comments
 
 
 @lru_cache(maxsize=1024)  # a mission's files (and their bodies) are rendered many times over
-def _cached_tokens(source: str) -> tuple[Token, ...]:
-    return tuple(tokens(source))
+def _lexed(source: str) -> tuple[Token, ...]:
+    """Tokens and comments, in order."""
+    code, comments = lex(source)
+    return tuple(sorted([*code, *comments], key=lambda token: token.start))
 
 
 def _quoted(source: str, start: int) -> Token:
@@ -283,7 +294,7 @@ def rewrite(path: str, source: str, renames: Mapping[str, str]) -> str:
 
 def _rewritten(source: str, renames: Mapping[str, str]) -> str:
     pieces, position = [], 0
-    for token in _cached_tokens(source):
+    for token in _lexed(source):
         replacement = _replacement(token, renames)
         if replacement is not None:
             pieces += [source[position : token.start], replacement]
@@ -300,4 +311,6 @@ def _replacement(token: Token, renames: Mapping[str, str]) -> str | None:
         return f"{tag}{_rewritten(token.inner, renames)}{tag}"
     if token.kind == "code string":
         return "'" + _rewritten(token.inner, renames).replace("'", "''") + "'"
+    if token.kind == "comment":
+        return renamed_prose(token.text, renames, fold)
     return None

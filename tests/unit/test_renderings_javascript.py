@@ -126,3 +126,10 @@ def test_parameters_defaults_destructuring_and_methods_are_declarations() -> Non
 def test_an_unclosed_template_cannot_be_rendered() -> None:
     with pytest.raises(RenderingFailed, match="template literal"):
         javascript.rewrite("code.js", "const a = `open ${b}", {"a": "c"})
+
+
+def test_comments_change_only_in_their_code_spans() -> None:
+    source = "// the `price` of a line, in cents: price times `quantity`\n/* `price` */ price;\n"
+    assert rewritten(source, price="cost") == (
+        "// the `cost` of a line, in cents: price times `quantity`\n/* `cost` */ cost;\n"
+    )

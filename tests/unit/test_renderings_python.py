@@ -192,17 +192,17 @@ def test_shadowing_and_reuse_of_a_name_in_several_scopes_stay_consistent() -> No
     assert run(renamed)["result"] == run(textwrap.dedent(source))["result"] == (4, 6)
 
 
-def test_strings_comments_and_docstrings_never_change_and_names_they_spell_are_pinned() -> None:
+def test_strings_never_change_and_prose_changes_only_in_its_code_spans() -> None:
     source = '''
         def price(item):
-            """The price of `item`, from its price field."""
-            # price: what the item costs
+            """The price of `item`, from its price field: `item.price`."""
+            # item price: what the `item` costs
             return getattr(item, "price") + len("item price")
     '''
     assert "price" not in renamable(code=source)  # `getattr(item, "price")`
     renamed = rewritten(source, item="article")
-    assert '"""The price of `item`, from its price field."""' in renamed
-    assert "# price: what the item costs" in renamed
+    assert '"""The price of `article`, from its price field: `article.price`."""' in renamed
+    assert "# item price: what the `article` costs" in renamed
     assert 'getattr(article, "price") + len("item price")' in renamed
 
 

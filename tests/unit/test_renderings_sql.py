@@ -109,3 +109,10 @@ def test_escaped_quotes_in_a_statement_string_survive_renaming() -> None:
     )
     in_string = rewritten("SELECT ok('SELECT 1 FROM notes WHERE n = ''it''''s''');", notes="r")
     assert in_string == "SELECT ok('SELECT 1 FROM r WHERE n = ''it''''s''');"
+
+
+def test_comments_change_only_in_their_code_spans() -> None:
+    source = "-- `on_hand` is the stock on hand\nSELECT on_hand /* `on_hand` */ FROM stock;\n"
+    assert rewritten(source, on_hand="at_hand") == (
+        "-- `at_hand` is the stock on hand\nSELECT at_hand /* `at_hand` */ FROM stock;\n"
+    )
