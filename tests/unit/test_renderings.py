@@ -9,7 +9,7 @@ import pytest
 
 from generation.offline import catalog, saboteur
 from generation.offline.catalog import CatalogMission
-from generation.renderings import Renderer, Sources, rename_prose
+from generation.renderings import Renderer, RenderingFailed, Sources, rename_prose
 from generation.renderings.naming import Plan, candidates
 
 CODE_MISSIONS = [mission for mission in catalog.load() if mission.language != "none"]
@@ -112,3 +112,50 @@ def test_prose_renames_code_spans_only() -> None:
     assert rename_prose("`Reorder_List`", {"reorder_list": "restock"}, language="sql") == (
         "`restock`"
     )
+
+
+def test_hidden_tests_are_renamed_with_the_code_and_unseen_names_are_kept() -> None:
+    gold = {
+        "cart.py": (
+            "def cart_total(lines):\n    subtotal = sum(lines)\n    return subtotal\n\n"
+            "def unit_price(price):\n    return price\n"
+        )
+    }
+    sources = Sources(
+        gold_files=gold,
+        test_files={
+            "test_cart.py": "from cart import cart_total\n\n"
+            "def test_total():\n    assert cart_total([1]) == 1\n"
+        },
+        # The bug drops the helper: a candidate never sees `unit_price` or `price`.
+        sabotaged_files={
+            "cart.py": "def cart_total(lines):\n    subtotal = 0\n    return subtotal\n"
+        },
+        hidden_test_files={
+            "test_hidden.py": "from cart import cart_total, unit_price\n\n"
+            "def test_hidden():\n    line = 2\n"
+            "    assert cart_total([line]) == unit_price(line)\n"
+        },
+    )
+    made = Renderer(sources, language="python", domain="python-backend")
+    rendering = next(
+        rendering
+        for rendering in map(made.render, range(made.count))
+        if "cart_total" in rendering.renames
+    )
+    assert {"price", "unit_price", "line"}.isdisjoint(rendering.renames)
+    new_total = rendering.renames["cart_total"]
+    assert (
+        f"from cart import {new_total}, unit_price" in rendering.hidden_test_files["test_hidden.py"]
+    )
+    assert f"def {new_total}(" in rendering.gold_files["cart.py"]
+    assert f"def {new_total}(" in rendering.sabotaged_files["cart.py"]
+    assert "def unit_price(price):" in rendering.gold_files["cart.py"]
+
+
+def test_a_mission_that_cannot_be_rendered_says_why() -> None:
+    broken = Sources(gold_files={"a.py": "def (:\n"}, test_files={}, sabotaged_files={})
+    with pytest.raises(RenderingFailed, match=r"a\.py does not parse"):
+        Renderer(broken, language="python", domain="python-backend")
+    with pytest.raises(ValueError, match="no code to render"):
+        Renderer(broken, language="none", domain="marketing-copy")
