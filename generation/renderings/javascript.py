@@ -319,11 +319,18 @@ def _pattern_names(found: Sequence[Token], open_: int) -> Iterator[str]:
 
 
 def _properties(found: Sequence[Token]) -> Iterator[str]:
-    """Object literal keys, shorthand properties and method shorthand the code writes."""
-    for index, token in enumerate(found[1:-1], start=1):
-        before, after = found[index - 1].text, found[index + 1].text
-        if token.kind == "name" and before in ("{", ",") and after in (":", ",", "}", "("):
-            yield token.text
+    """Object literal keys, shorthand properties and method shorthand the code writes: names
+    directly inside braces (not in the arguments or array a comma also separates)."""
+    enclosing: list[str] = []
+    for index, token in enumerate(found[:-1]):
+        if token.kind == "punctuation" and token.text in "([{":
+            enclosing.append(token.text)
+        elif token.kind == "punctuation" and token.text in ")]}" and enclosing:
+            enclosing.pop()
+        elif token.kind == "name" and index and enclosing[-1:] == ["{"]:
+            before, after = found[index - 1].text, found[index + 1].text
+            if before in ("{", ",") and after in (":", ",", "}", "("):
+                yield token.text
 
 
 def _closing(found: Sequence[Token], open_: int) -> int:

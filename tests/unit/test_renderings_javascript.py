@@ -133,3 +133,15 @@ def test_comments_change_only_in_their_code_spans() -> None:
     assert rewritten(source, price="cost") == (
         "// the `cost` of a line, in cents: price times `quantity`\n/* `cost` */ cost;\n"
     )
+
+
+def test_arguments_are_not_properties_the_mission_writes() -> None:
+    found = renamable(
+        code="""
+        function total(event, amount) {
+          return Math.max(event, amount, 0) + event.amount;
+        }
+        """
+    )
+    assert "amount" not in found  # `event.amount` is read, and nothing writes it
+    assert {"total", "event"} <= found
