@@ -47,6 +47,7 @@ _BEFORE_EXPRESSION = frozenset({
 # fmt: on
 _PUNCTUATOR = re.compile("|".join(map(re.escape, _PUNCTUATION)) + r"|.", re.DOTALL)
 _SPACE = re.compile(r"\s+")
+_FLAGS = re.compile(r"[a-z]*")
 _NAME = re.compile(r"[A-Za-z_$][\w$]*")
 _NUMBER = re.compile(r"\.?\d[\w.]*")
 _NAMES_IN_STRING = re.compile(r"\s*[A-Za-z_$][\w$]*(?:\s*,\s*[A-Za-z_$][\w$]*)*\s*")
@@ -111,7 +112,8 @@ def lex(source: str) -> tuple[list[Token], list[Token]]:
             found.append(Token(kind, match.group(), position))
             position = match.end()
         else:
-            text = _PUNCTUATOR.match(source, position).group()  # type: ignore[union-attr]
+            punctuator = _PUNCTUATOR.match(source, position)
+            text = punctuator.group() if punctuator else character
             if templates and text in "{}":
                 templates[-1] += 1 if text == "{" else -1
             found.append(Token("punctuation", text, position))
@@ -182,7 +184,8 @@ def _end_of_regex(source: str, position: int) -> int:
         elif character in "[]":
             in_class = character == "["
         elif character == "/" and not in_class:
-            return position + 1 + len(re.match(r"[a-z]*", source[position + 1 :]).group())  # type: ignore[union-attr]
+            flags = _FLAGS.match(source, position + 1)
+            return flags.end() if flags else position + 1
         position += 1
     raise RenderingFailed("a regular expression is not closed")
 

@@ -28,7 +28,6 @@ import msgspec
 Vocabulary = Mapping[str, tuple[str, ...]]
 
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_EDGE_UNDERSCORES = re.compile(r"^(_*)(.*?)(_*)$", re.DOTALL)
 
 
 class _VocabularyFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -46,7 +45,7 @@ def vocabulary(domain: str) -> Vocabulary:
 
 def candidates(identifier: str, words: Vocabulary) -> list[str]:
     """Every other name the identifier may take, in its own style, in a stable order."""
-    lead, core, trail = _EDGE_UNDERSCORES.fullmatch(identifier).groups()  # type: ignore[union-attr]
+    core = identifier.strip("_")
     if not core:
         return []
     snake = "_" in core or core.islower() or core.isupper()
@@ -59,7 +58,7 @@ def candidates(identifier: str, words: Vocabulary) -> list[str]:
     ]
     found = []
     for picked in itertools.product(*choices):
-        name = lead + ("_" if snake else "").join(picked) + trail
+        name = identifier.replace(core, ("_" if snake else "").join(picked), 1)
         if name != identifier and name not in found:
             found.append(name)
     return found

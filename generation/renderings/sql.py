@@ -220,22 +220,20 @@ def _defined(found: list[Token], reserved: frozenset[str]) -> Iterator[str]:
     and aliases."""
     names = [_name_of(token) for token in found]
     for index, name in enumerate(names):
+        following = names[index + 1] if index + 1 < len(names) else None
+        fresh = following is not None and following not in reserved
         if name == "create":
             yield from _created(found, names, index + 1)
-        elif name == "as" and index + 1 < len(names) and names[index + 1] not in (None, *reserved):
-            yield names[index + 1]  # type: ignore[misc]
+        elif name == "as" and following is not None and fresh:
+            yield following
             if index + 2 < len(found) and found[index + 2].text == "(":
                 yield from _elements(found, names, index + 2, first_only=False)
         elif name == "table" and index and names[index - 1] == "returns":
             yield from _elements(found, names, index + 1, first_only=True)
         elif (
-            name is not None
-            and index + 1 < len(names)
-            and names[index + 1] is not None
-            and names[index + 1] not in reserved
-            and found[index + 1].kind == "name"
+            name is not None and following is not None and fresh and found[index + 1].kind == "name"
         ):
-            yield names[index + 1]  # type: ignore[misc]  # an alias: `FROM invoices i`
+            yield following  # an alias: `FROM invoices i`
 
 
 def _created(found: list[Token], names: list[str | None], index: int) -> Iterator[str]:
@@ -246,8 +244,9 @@ def _created(found: list[Token], names: list[str | None], index: int) -> Iterato
     created, index = names[index], index + 1
     while index < len(names) and names[index] in ("if", "not", "exists"):
         index += 1
-    if index < len(names) and names[index] is not None:
-        yield names[index]  # type: ignore[misc]
+    name = names[index] if index < len(names) else None
+    if name is not None:
+        yield name
         if created in ("table", "function", "procedure") and index + 1 < len(found):
             yield from _elements(found, names, index + 1, first_only=True)
 
