@@ -33,12 +33,18 @@ def template_config() -> TemplateConfig[JinjaTemplateEngine]:
         lstrip_blocks=True,
     )
     environment.filters["when"] = when
+    environment.filters["to_the_second"] = to_the_second
     environment.filters["duration"] = duration
     return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment))
 
 
 def when(moment: datetime | None) -> str:
     return "" if moment is None else f"{moment:%Y-%m-%d %H:%M} UTC"
+
+
+def to_the_second(value: datetime) -> str:
+    """As `when`, to the second, for a column whose heading names UTC."""
+    return f"{value:%Y-%m-%d %H:%M:%S}"
 
 
 def page(

@@ -23,10 +23,10 @@ MAX_DAYS = 366
 # What each outcome of a model call means, as the ledger records it.
 OUTCOMES = {
     "ok": "answered",
-    "failed": "failed after it may have billed",
-    "refused": "the model refused",
+    "failed": "an error once the request was sent: it may have billed",
+    "refused": "refused by the model",
     "malformed": "an answer that could not be used",
-    "unbilled": "failed before it reached the model",
+    "unbilled": "an error before the request reached the model",
     "started": "under way, or its process died mid-call",
 }
 
