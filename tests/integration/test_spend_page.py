@@ -19,13 +19,12 @@ from server.app import create_app
 from server.auth import Role
 from server.settings import Settings
 from tests.support.http import sign_in
-from tests.support.jobs import claim, enqueue, queries
+from tests.support.jobs import claim, enqueue
+from tests.support.spend import Call, write_calls
 
 Client = AsyncTestClient[Litestar]
-NOW = datetime.now(UTC)
-TODAY = NOW.date()
-# (days ago, model, purpose, outcome, mode, takeovers, cost): each a call of its own.
-CALLS = [
+TODAY = datetime.now(UTC).date()
+CALLS: list[Call] = [
     (0, "gpt-big", "generate", "ok", "direct", 0, Decimal("0.0400")),
     (0, "gpt-big", "generate", "ok", "background", 1, Decimal("0.0350")),
     (0, "gpt-big", "sabotage", "malformed", "direct", 0, Decimal("0.0125")),
@@ -35,7 +34,6 @@ CALLS = [
     # Outside a week's window.
     (9, "gpt-big", "generate", "ok", "direct", 0, Decimal("1.0000")),
 ]
-COST = -1
 
 
 @pytest.fixture
@@ -45,26 +43,11 @@ async def budget_client(settings: Settings) -> AsyncIterator[Client]:
         yield client
 
 
-async def write_calls(pool: asyncpg.Pool) -> int:
-    """The calls of CALLS, each started (on its day) and then finished by the ledger's query,
-    all of one job; and the job it returns, generating, reserving $0.50 of today's budget."""
+async def calls_and_a_reservation(pool: asyncpg.Pool) -> int:
+    """The calls of CALLS, of one job; and the job it returns, generating, reserving $0.50 of
+    today's budget."""
     job = await enqueue(pool, "user-1")
-    for number, (days_ago, model, purpose, outcome, mode, resumed, cost) in enumerate(
-        CALLS, start=1
-    ):
-        call_id = await pool.fetchval(
-            """INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model,
-                   started_at, mode, resumed)
-               VALUES ($1, 0, $2, $3, 'openai', $4, $5, $6, $7) RETURNING id""",
-            job,
-            number,
-            purpose,
-            model,
-            NOW - timedelta(days=days_ago),
-            mode,
-            resumed,
-        )
-        await pool.execute(queries["llm_call_finish"], call_id, 1000, 200, cost, outcome, None)
+    await write_calls(pool, job, 0, CALLS, input_tokens=1000, output_tokens=200)
     running = await enqueue(pool, "user-2")
     assert await claim(pool, want=2) == [job, running]
     await pool.execute(
@@ -87,7 +70,7 @@ def text(html: str) -> str:
 async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
     budget_client: Client, keys: dict[Role, str], pool: asyncpg.Pool
 ) -> None:
-    await write_calls(pool)
+    await calls_and_a_reservation(pool)
     await sign_in(budget_client, keys["admin"])
     response = await budget_client.get("/qa/spend?days=7")
     assert response.status_code == 200, response.text
@@ -95,7 +78,7 @@ async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
     assert '<a href="/qa/spend" aria-current="page">Spend</a>' in page
 
     in_window = [call for call in CALLS if call[0] < 7]
-    spent_today = sum(call[COST] for call in CALLS if call[0] == 0)
+    spent_today = sum(call[6] for call in CALLS if call[0] == 0)
     assert '<dd id="budget-limit">$2.0000</dd>' in page
     assert f'<dd id="budget-spent">${spent_today:.4f}</dd>' in page
     assert '<dd id="budget-reserved">$0.5000</dd>' in page
@@ -104,7 +87,7 @@ async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
     )
     assert "Claims are open on both lanes." in page
 
-    total = sum(call[COST] for call in in_window)
+    total = sum(call[6] for call in in_window)
     assert f"${total:.4f} in {len(in_window)} model calls." in text(page)
     assert f"day-{TODAY - timedelta(days=9)}" not in page, "outside the window"
     assert f"day-{TODAY - timedelta(days=2)}" not in page, "a day without calls"
@@ -129,8 +112,8 @@ async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
         assert shown == expected, "each group, the costliest first"
         day_total = re.search(r'<tr class="day-total">(.*?)</tr>', section, re.DOTALL)
         assert day_total
-        day_cost = sum(call[COST] for call in calls)
-        day_saved = sum(call[5] * call[COST] for call in calls)
+        day_cost = sum(call[6] for call in calls)
+        day_saved = sum(call[5] * call[6] for call in calls)
         assert text(day_total[1]).endswith(
             f"${day_cost:.4f} {sum(c[5] for c in calls)} / ${day_saved:.4f}"
         )
@@ -138,7 +121,7 @@ async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
     by_model = re.search(r"<caption>By model</caption>(.*?)</table>", page, re.DOTALL)
     assert by_model
     models = [text(row) for row in re.findall(r"<tr>(.*?)</tr>", by_model[1], re.DOTALL)]
-    big = sum(call[COST] for call in in_window if call[1] == "gpt-big")
+    big = sum(call[6] for call in in_window if call[1] == "gpt-big")
     assert models[1].startswith("gpt-big 4 ")
     assert models[1].endswith(f"${big:.4f} 1 / $0.0350")
 
@@ -154,7 +137,7 @@ async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
 async def test_a_spent_budget_says_what_it_stops(
     budget_client: Client, keys: dict[Role, str], pool: asyncpg.Pool
 ) -> None:
-    running = await write_calls(pool)
+    running = await calls_and_a_reservation(pool)
     await pool.execute("UPDATE generation_jobs SET reserved_usd = 2.5 WHERE id = $1", running)
     await sign_in(budget_client, keys["qa_reviewer"])
     page = (await budget_client.get("/qa/spend")).text
@@ -168,9 +151,9 @@ async def test_without_a_budget_the_page_says_spend_is_not_limited(
     empty = (await client.get("/qa/spend")).text
     assert "No daily budget is set" in empty
     assert "No model call started in the last 14 days." in empty
-    await write_calls(pool)
+    await calls_and_a_reservation(pool)
     page = (await client.get("/qa/spend?days=30")).text
-    assert f"${sum(call[COST] for call in CALLS):.4f} in {len(CALLS)} model calls." in text(page)
+    assert f"${sum(call[6] for call in CALLS):.4f} in {len(CALLS)} model calls." in text(page)
 
 
 @pytest.mark.parametrize("days", ["0", "367", "-1", "two", "9" * 400])
