@@ -4,8 +4,6 @@ prints one API key per role, once."""
 
 from __future__ import annotations
 
-import contextlib
-import re
 import shutil
 import signal
 import subprocess
@@ -16,10 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
-from server.auth import ROLES, Role
+from server.auth import Role
+from tests.support.embedded import KEY, postgres_processes, printed_keys, stop_postgres
 from tests.support.http import bearer
 from tests.support.polling import until
 from tests.support.server import Process, environment, free_port, spawn, wait_ready
@@ -45,9 +43,6 @@ async def main():
 asyncio.run(main())
 """
 
-# What `serve` prints on the first start: a heading, then one "  <role> <key>" line per role.
-KEY = re.compile(r"wp_[A-Za-z0-9_-]{32,}")
-KEY_LINE = re.compile(rf"^\s*(?P<role>{'|'.join(ROLES)})\s+(?P<key>{KEY.pattern})\s*$", re.M)
 # What uvicorn logs at the end of its graceful shutdown.
 SHUT_DOWN = "Application shutdown complete."
 
@@ -69,30 +64,6 @@ def start(data_dir: Path) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-def postgres_processes(pgdata: Path) -> list[psutil.Process]:
-    """The postmaster serving `pgdata` (its command line names the folder), and its children."""
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline = process.info["cmdline"] or []
-        if cmdline and Path(cmdline[0]).name == "postgres" and str(pgdata) in cmdline:
-            found.append(process)
-            with contextlib.suppress(psutil.NoSuchProcess):  # it may be exiting right now
-                found.extend(process.children(recursive=True))
-    return found
-
-
-def stop_postgres(pgdata: Path) -> None:
-    """A fast shutdown of whatever PostgreSQL still serves `pgdata`, so none outlives its test."""
-    processes = postgres_processes(pgdata)
-    if processes:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            processes[0].send_signal(signal.SIGINT)  # the postmaster: a fast shutdown
-    _, alive = psutil.wait_procs(processes, timeout=10)
-    for process in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
 
 
 @pytest.fixture
@@ -140,19 +111,12 @@ def serving(data_dir: Path, log: Path) -> Iterator[tuple[httpx.Client, Process]]
     process = spawn(arguments, embedded_environment(data_dir), log)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process)
+        # The first start also builds the proofs' pgTAP template: seconds on a busy machine.
+        wait_ready(url, process, timeout=90)
         with httpx.Client(base_url=url, timeout=10) as client:
             yield client, process
     finally:
         process.stop()
-
-
-def printed_keys(output: str) -> dict[Role, str]:
-    lines = KEY_LINE.findall(output)
-    assert sorted(role for role, _ in lines) == sorted(ROLES), f"one key per role:\n{output}"
-    keys = {role: key for role in ROLES for printed, key in lines if printed == role}
-    assert sorted(KEY.findall(output)) == sorted(keys.values()), "each key shows once, unlogged"
-    return keys
 
 
 def check_keys(client: httpx.Client, keys: dict[Role, str]) -> None:
