@@ -57,7 +57,10 @@ class Toolchain:
 
     def javascript_problem(self) -> str | None:
         if self.node is None:
-            return f"javascript proofs need Node.js {MINIMUM_NODE}+ (not found on PATH)"
+            return (
+                f"javascript proofs need Node.js {MINIMUM_NODE}+ (Debian package nodejs), "
+                "which is not on PATH"
+            )
         if _major(self.node_version) < MINIMUM_NODE:
             return (
                 f"javascript proofs need Node.js {MINIMUM_NODE}+ "
