@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -136,3 +137,5 @@ async def _first_start_keys(db: asyncpg.Pool) -> None:
         print("warmpool: first start, created one API key per role (shown only now):")
         for role, key in created.items():
             print(f"  {role:<14} {key}")
+        # At once, even when stdout is a file or a pipe (a service manager's journal).
+        sys.stdout.flush()
