@@ -26,6 +26,7 @@ import time
 
 from qa.proof import Prover
 from qa.results import Trust
+from tests.support.proving import TOOLCHAIN
 
 GOALS_S = {"python": 1.5, "sql": 1.0, "javascript": 3.0}
 MISSIONS = {
@@ -64,7 +65,7 @@ async def main(runs: int, trust: Trust, admin_url: str) -> int:
         os.chmod(work, 0o755)  # the sandbox uids enter their run folders through it
         async with await Prover.start(
             work_root=Path(work),
-            toolchain_root=ROOT / ".warmpool" / "toolchain",
+            toolchain_root=TOOLCHAIN,
             postgres_admin_url=admin_url,
             slots=1,
         ) as prover:
