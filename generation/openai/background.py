@@ -59,6 +59,11 @@ class BackgroundCalls:
         self._max_answer_tokens = max_answer_tokens
         self._timeout = timedelta(seconds=timeout_seconds)
         self._retry = retry
+        # The SDK imports its Responses resources and builds the response model on first use,
+        # which holds the event loop for a second or more (heartbeats included): done here, at
+        # start-up, instead of in the first generation.
+        _ = client.responses
+        Response.model_rebuild()
 
     async def ask(
         self,
