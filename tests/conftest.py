@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 import msgspec
@@ -13,6 +13,7 @@ from server.auth import Role
 from server.database import create_pool
 from server.settings import Settings
 from tests.support import fleet, postgres
+from tests.support.openai_stub import OpenAIStub, running_stub
 from tests.support.server import ROOT, create_keys
 
 
@@ -69,3 +70,17 @@ async def client(settings: Settings) -> AsyncIterator[AsyncTestClient[Litestar]]
     # Over https, as in production: the reviewer UI's session cookie is Secure.
     async with AsyncTestClient(create_app(settings), base_url="https://testserver.local") as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def openai_stub_server() -> Iterator[OpenAIStub]:
+    """The OpenAI stub, served for the whole session."""
+    with running_stub() as stub:
+        yield stub
+
+
+@pytest.fixture
+def openai_stub(openai_stub_server: OpenAIStub) -> OpenAIStub:
+    """The stub, with nothing planned or recorded."""
+    openai_stub_server.reset()
+    return openai_stub_server

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
@@ -21,29 +21,17 @@ from generation.openai import prices
 from generation.openai.provider import OpenAIProvider, worst_case_cost_usd
 from generation.provider import ProviderError
 from tests.integration.test_openai_provider import DOMAIN, MISSION, MODEL
-from tests.support.openai_stub import USAGE, OpenAIStub, running_stub
+from tests.support.openai_stub import USAGE, OpenAIStub
 from tests.support.polling import eventually
 
 PRICE = prices.load().for_model(MODEL)
 CEILING = worst_case_cost_usd(PRICE, 1)
 
 
-@pytest.fixture(scope="module")
-def stub_server() -> Iterator[OpenAIStub]:
-    with running_stub() as stub:
-        yield stub
-
-
-@pytest.fixture
-def stub(stub_server: OpenAIStub) -> OpenAIStub:
-    stub_server.reset()
-    return stub_server
-
-
-def background_provider(stub: OpenAIStub, timeout_seconds: float) -> OpenAIProvider:
+def background_provider(openai_stub: OpenAIStub, timeout_seconds: float) -> OpenAIProvider:
     return OpenAIProvider(
         api_key="sk-test",
-        base_url=stub.base_url,
+        base_url=openai_stub.base_url,
         model=MODEL,
         prices=prices.load(),
         timeout_seconds=timeout_seconds,
@@ -52,8 +40,8 @@ def background_provider(stub: OpenAIStub, timeout_seconds: float) -> OpenAIProvi
 
 
 @pytest.fixture
-async def provider(stub: OpenAIStub) -> AsyncIterator[OpenAIProvider]:
-    provider = background_provider(stub, 10)
+async def provider(openai_stub: OpenAIStub) -> AsyncIterator[OpenAIProvider]:
+    provider = background_provider(openai_stub, 10)
     yield provider
     await provider.close()
 
@@ -112,13 +100,13 @@ async def interrupted(
 
 
 async def test_a_call_is_one_background_response_whose_id_is_on_its_row(
-    pool: asyncpg.Pool, provider: OpenAIProvider, stub: OpenAIStub, job_id: int
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
 ) -> None:
-    stub.response_seconds = 0.3
+    openai_stub.response_seconds = 0.3
     mission = await provider.write_mission(DOMAIN, seed=3, ledger=Ledger(pool, job_id, 1))
 
     assert mission == MISSION
-    [response] = stub.created()
+    [response] = openai_stub.created()
     assert response.retrieved >= 1, "the answer was awaited by polling"
     body = response.received.body
     assert (body["background"], body["store"], body["model"]) == (True, True, MODEL)
@@ -137,9 +125,9 @@ async def test_a_call_is_one_background_response_whose_id_is_on_its_row(
 
 
 async def test_the_next_attempt_takes_over_an_unfinished_call_and_pays_nothing_again(
-    pool: asyncpg.Pool, provider: OpenAIProvider, stub: OpenAIStub, job_id: int
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
 ) -> None:
-    stub.hold()
+    openai_stub.hold()
     first = await interrupted(pool, provider, Ledger(pool, job_id, 1))
     second = await next_attempt(pool, job_id)
     first.cancel()  # the released generation stops, leaving its call open
@@ -148,10 +136,10 @@ async def test_the_next_attempt_takes_over_an_unfinished_call_and_pays_nothing_a
     [row] = await rows(pool, job_id)
     assert (row["outcome"], row["finished"]) == ("started", False)
 
-    stub.let_go()
+    openai_stub.let_go()
     assert await provider.write_mission(DOMAIN, seed=1, ledger=second) == MISSION
 
-    assert len(stub.created()) == 1, "the answer was paid for once"
+    assert len(openai_stub.created()) == 1, "the answer was paid for once"
     [row] = await rows(pool, job_id)
     assert (row["attempt"], row["resumed_by_attempt"], row["resumed"]) == (1, 2, 1)
     assert (row["outcome"], row["orphaned"]) == ("ok", False)
@@ -164,24 +152,24 @@ async def test_the_next_attempt_takes_over_an_unfinished_call_and_pays_nothing_a
 
 
 async def test_an_answered_call_of_an_earlier_attempt_is_read_again_not_paid_again(
-    pool: asyncpg.Pool, provider: OpenAIProvider, stub: OpenAIStub, job_id: int
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
 ) -> None:
     await provider.write_mission(DOMAIN, seed=1, ledger=Ledger(pool, job_id, 1))
     second = await next_attempt(pool, job_id)
 
     assert await provider.write_mission(DOMAIN, seed=1, ledger=second) == MISSION
-    assert len(stub.created()) == 1
+    assert len(openai_stub.created()) == 1
     [row] = await rows(pool, job_id)
     assert (row["outcome"], row["resumed"], row["resumed_by_attempt"]) == ("ok", 1, 2)
     # A sabotage try is a call of its own: nothing to take over, so it is paid.
     await provider.plant_bug(DOMAIN, MISSION, seed=1, try_number=1, ledger=second)
-    assert [each.received.schema_name for each in stub.created()] == ["mission", "sabotage"]
+    assert [each.received.schema_name for each in openai_stub.created()] == ["mission", "sabotage"]
 
 
 async def test_an_older_attempt_that_wakes_up_can_neither_take_over_nor_settle(
-    pool: asyncpg.Pool, provider: OpenAIProvider, stub: OpenAIStub, job_id: int
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
 ) -> None:
-    stub.hold()
+    openai_stub.hold()
     older = Ledger(pool, job_id, 1)
     first = await interrupted(pool, provider, older)
     second = await next_attempt(pool, job_id)
@@ -193,31 +181,31 @@ async def test_an_older_attempt_that_wakes_up_can_neither_take_over_nor_settle(
         10,
         "the second attempt to take the call over",
     )
-    stub.let_go()
+    openai_stub.let_go()
     await first  # the older attempt read the answer too, but could not settle it
     await taking_over
 
     [row] = await rows(pool, job_id)
     assert (row["resumed_by_attempt"], row["resumed"], row["outcome"]) == (2, 1, "ok")
-    assert len(stub.created()) == 1
+    assert len(openai_stub.created()) == 1
     assert await older.take_over("generate", 1) is None
     with pytest.raises(JobLost):
         await provider.write_mission(DOMAIN, seed=1, ledger=older)
-    assert len(stub.created()) == 1
+    assert len(openai_stub.created()) == 1
 
 
 async def test_a_call_the_provider_dropped_is_booked_as_lost_and_paid_again(
-    pool: asyncpg.Pool, provider: OpenAIProvider, stub: OpenAIStub, job_id: int
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
 ) -> None:
-    stub.hold()
+    openai_stub.hold()
     first = await interrupted(pool, provider, Ledger(pool, job_id, 1))
     second = await next_attempt(pool, job_id)
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
-    [lost] = stub.created()
-    stub.forget(lost.id)
-    stub.let_go()
+    [lost] = openai_stub.created()
+    openai_stub.forget(lost.id)
+    openai_stub.let_go()
 
     assert await provider.write_mission(DOMAIN, seed=1, ledger=second) == MISSION
     dropped, paid = await rows(pool, job_id)
@@ -225,7 +213,7 @@ async def test_a_call_the_provider_dropped_is_booked_as_lost_and_paid_again(
     assert dropped["cost_usd"] == CEILING
     assert dropped["error"].startswith(f"the model API no longer holds response {lost.id}")
     assert (paid["attempt"], paid["outcome"], paid["resumed"]) == (2, "ok", 0)
-    assert len(stub.created()) == 2 == len(await rows(pool, job_id))
+    assert len(openai_stub.created()) == 2 == len(await rows(pool, job_id))
 
 
 @pytest.mark.parametrize(
@@ -240,33 +228,33 @@ async def test_a_call_the_provider_dropped_is_booked_as_lost_and_paid_again(
 async def test_a_response_that_ends_without_a_usable_answer_fails_the_call(
     pool: asyncpg.Pool,
     provider: OpenAIProvider,
-    stub: OpenAIStub,
+    openai_stub: OpenAIStub,
     job_id: int,
     behaviour: Any,
     outcome: str,
     message: str,
     cost: Decimal | None,
 ) -> None:
-    stub.plan(behaviour)
+    openai_stub.plan(behaviour)
     with pytest.raises(ProviderError, match=re.escape(message)):
         await provider.write_mission(DOMAIN, seed=1, ledger=Ledger(pool, job_id, 1))
     [row] = await rows(pool, job_id)
     assert row["outcome"] == outcome
     assert row["cost_usd"] == (cost if cost is not None else PRICE.cost(*USAGE["mission"]))
-    assert len(stub.created()) == 1
+    assert len(openai_stub.created()) == 1
 
 
 async def test_a_response_past_the_time_limit_is_cancelled_at_the_provider(
-    pool: asyncpg.Pool, stub: OpenAIStub, job_id: int
+    pool: asyncpg.Pool, openai_stub: OpenAIStub, job_id: int
 ) -> None:
-    stub.hold()
-    provider = background_provider(stub, 0.5)
+    openai_stub.hold()
+    provider = background_provider(openai_stub, 0.5)
     try:
         with pytest.raises(ProviderError, match="cancelled at the provider"):
             await provider.write_mission(DOMAIN, seed=1, ledger=Ledger(pool, job_id, 1))
     finally:
         await provider.close()
-    [response] = stub.created()
-    assert response.status(stub) == "cancelled"
+    [response] = openai_stub.created()
+    assert response.status(openai_stub) == "cancelled"
     [row] = await rows(pool, job_id)
     assert (row["outcome"], row["cost_usd"]) == ("failed", CEILING)
