@@ -69,6 +69,14 @@ class CallRecord:
     call_id: int = 0
 
 
+def book_at_ceiling(record: CallRecord, ceiling_usd: Decimal) -> None:
+    """A call that may have billed with no price to show costs its ceiling."""
+    if ceiling_usd and not record.priced and record.outcome != "unbilled":
+        record.cost_usd = ceiling_usd
+        note = f"booked at its ceiling of ${ceiling_usd.normalize():f}"
+        record.error = f"{record.error}; {note}" if record.error else note
+
+
 @dataclass(frozen=True)
 class OpenCall:
     """An earlier attempt's call that this attempt took over."""
@@ -183,15 +191,16 @@ class Ledger:
     async def dropped(self, call: OpenCall, *, ceiling_usd: Decimal, error: str) -> None:
         """The provider no longer holds a call taken over: no takeover after all, and a call
         still open is booked as lost."""
-        note = f"{error}; booked at its ceiling of ${ceiling_usd.normalize():f}"
+        lost = CallRecord(outcome="failed", error=error)
+        book_at_ceiling(lost, ceiling_usd)
         await outlasting_outages(
             functools.partial(
                 self._db.execute,
                 queries["llm_call_dropped_if_held"],
                 call.call_id,
                 self.attempt,
-                ceiling_usd,
-                note,
+                lost.cost_usd,
+                lost.error,
             ),
             what=f"booking call {call.call_id} as dropped",
         )
@@ -212,10 +221,7 @@ class Ledger:
             raise
         finally:
             if record.provider_id is None or record.outcome is not None:
-                if ceiling_usd and not record.priced and record.outcome != "unbilled":
-                    record.cost_usd = ceiling_usd
-                    note = f"booked at its ceiling of ${ceiling_usd.normalize():f}"
-                    record.error = f"{record.error}; {note}" if record.error else note
+                book_at_ceiling(record, ceiling_usd)
                 # Shielded: a job cancelled mid-call (lost, or shutting down) still records
                 # its spend.
                 await asyncio.shield(self._finish(record))

@@ -357,6 +357,33 @@ SET dropped_at = now(), resumed = c.resumed - 1,
 WHERE c.id = $1::bigint AND c.resumed_by_attempt = $2::int AND c.dropped_at IS NULL
 RETURNING id;
 
+-- name: llm_calls_open_of_abandoned_jobs
+-- Calls still under way at the provider that their job will never use: it has ended (or was
+-- deleted), or, while the budget stops every claim ($1), it waits in the queue. From the
+-- partial index of open calls: a handful of rows.
+SELECT c.id, c.provider_id, c.job_id, j.attempt AS job_attempt
+FROM llm_calls c
+LEFT JOIN generation_jobs j ON j.id = c.job_id
+WHERE c.provider_id IS NOT NULL AND c.finished_at IS NULL
+  AND (j.id IS NULL OR j.status IN ('completed', 'failed', 'cancelled', 'awaiting_review')
+       OR (j.status = 'pending' AND $1::boolean))
+ORDER BY c.id
+LIMIT $2::int;
+
+-- name: llm_call_settle_if_abandoned
+-- Settles a call cancelled at the provider, unless its job was claimed meanwhile (generating,
+-- or claimed and given back, under another attempt than $7): then its attempt took the call
+-- over, found it cancelled, and books it itself.
+UPDATE llm_calls c
+SET finished_at = now(), input_tokens = $2::int, output_tokens = $3::int,
+    cost_usd = $4::numeric, outcome = $5::text, error = $6::text, orphaned = true
+WHERE c.id = $1::bigint AND c.finished_at IS NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM generation_jobs j
+      WHERE j.id = c.job_id AND (j.status = 'generating' OR j.attempt <> $7::int)
+  )
+RETURNING id;
+
 -- name: queue_stats
 -- Per lane: pending and generating counts and the oldest pending job's age, from the partial
 -- indexes only.

@@ -18,9 +18,11 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from core.domains import DomainMap
 from core.sql import DATABASE_ERRORS, Connection
+from generation.abandoned import Abandon, AbandonedCalls
 from generation.budget import Budget
 from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
 from generation.metrics import QueueMetrics
+from generation.openai.provider import OpenAIProvider
 from generation.registry import Capabilities, Registration
 from generation.retention import Retention
 from generation.sweeper import Sweeper
@@ -51,6 +53,7 @@ class WorkerRuntime:
         replenisher: Replenisher | None = None,
         metrics: QueueMetrics | None = None,
         budget: Budget | None = None,
+        abandon: Abandon | None = None,
     ) -> None:
         self._database_url = database_url
         self._settings = settings
@@ -86,6 +89,8 @@ class WorkerRuntime:
         )
         self.retention = Retention(db, keep_for=timedelta(seconds=settings.job_retention_seconds))
         self.session_retention = SessionRetention(db)
+        # Cancels at the provider the calls no job will use; only with a provider that has any.
+        self.abandoned = None if abandon is None else AbandonedCalls(db, abandon, budget=budget)
         # Every worker schedules replenishment passes; the leader lock runs one at a time.
         self.replenisher = replenisher
         self._scheduler = AsyncIOScheduler(timezone=UTC)
@@ -105,9 +110,15 @@ class WorkerRuntime:
         )
         self._schedule(self.retention.run_once, RETENTION_EVERY.total_seconds(), **every)
         self._schedule(self.session_retention.run_once, RETENTION_EVERY.total_seconds(), **every)
+        if self.abandoned is not None:
+            cancel = _retried(self.abandoned.run_once, "cancelling abandoned calls")
+            self._schedule(cancel, self._settings.tick_seconds, **every)
         if self.replenisher is not None:
             self._schedule(
-                self._replenish, self._settings.replenish_seconds, next_run_time=now, **every
+                _retried(self.replenisher.run_once, "replenishment pass"),
+                self._settings.replenish_seconds,
+                next_run_time=now,
+                **every,
             )
         self._scheduler.start()
         log.info(
@@ -186,13 +197,6 @@ class WorkerRuntime:
         except DATABASE_ERRORS as error:
             log.warning("heartbeat failed, will retry: %s", error)
 
-    async def _replenish(self) -> None:
-        assert self.replenisher is not None
-        try:
-            await self.replenisher.run_once()
-        except DATABASE_ERRORS as error:
-            log.warning("replenishment pass failed, will retry: %s", error)
-
     async def _listen(self) -> None:
         # A dedicated connection: a pooled one would lose its LISTEN when returned to the pool.
         # When it breaks (Postgres restarted), the tick keeps dispatching and reconnects it.
@@ -217,6 +221,19 @@ class WorkerRuntime:
         self.dispatcher.wake()
 
 
+def _retried(run: Callable[[], Awaitable[object]], what: str) -> Callable[[], Awaitable[None]]:
+    """A pass that a database outage only postpones to its next turn."""
+
+    async def guarded() -> None:
+        try:
+            await run()
+        except DATABASE_ERRORS as error:
+            log.warning("%s failed, will retry: %s", what, error)
+
+    guarded.__qualname__ = getattr(run, "__qualname__", what)
+    return guarded
+
+
 @asynccontextmanager
 async def running_worker(
     db: asyncpg.Pool,
@@ -239,6 +256,11 @@ async def running_worker(
             replenisher=services.replenisher(db, settings, domain_map, metrics),
             metrics=metrics,
             budget=spend_budget(settings, chosen.provider),
+            abandon=(
+                chosen.provider.background.abandon
+                if isinstance(chosen.provider, OpenAIProvider)
+                else None
+            ),
         )
         await runtime.start()
         try:

@@ -22,7 +22,7 @@ import msgspec
 import openai
 from openai.types.responses import Response
 
-from generation.ledger import CallRecord, Ledger, OpenCall, Purpose
+from generation.ledger import CallRecord, Ledger, OpenCall, Purpose, book_at_ceiling
 from generation.openai.answers import AnswerFormat, UnusableAnswer
 from generation.openai.failures import RetryPolicy, book_failed_request
 from generation.openai.prices import Price
@@ -136,16 +136,12 @@ class BackgroundCalls:
         """The answer of a call taken over; None when the provider no longer holds it."""
         fields = {"job_id": ledger.job_id, "attempt": ledger.attempt}
         response = await self._wait(taken.provider_id, taken.started_at + self._timeout)
-        if response is None:
-            log.warning(
-                "call %s: %s; paying for it again",
-                taken.call_id,
-                _dropped(taken.provider_id),
-                extra=fields,
-            )
-            await ledger.dropped(
-                taken, ceiling_usd=self._ceiling, error=_dropped(taken.provider_id)
-            )
+        if response is None or response.status == "cancelled":
+            # Gone, or cancelled as abandoned while the job waited (a budget stop): no answer
+            # to take over.
+            lost = _dropped(taken.provider_id) if response is None else _CANCELLED
+            log.warning("call %s: %s; paying for it again", taken.call_id, lost, extra=fields)
+            await ledger.dropped(taken, ceiling_usd=self._ceiling, error=lost)
             return None
         log.info(
             "took over call %s (response %s, %s) from an earlier attempt instead of paying again",
@@ -185,6 +181,27 @@ class BackgroundCalls:
         except openai.NotFoundError:
             return None
 
+    async def abandon(self, provider_id: str) -> CallRecord | None:
+        """Cancel a call that will never be used: what it cost, as a record to settle; None
+        when the provider could not be asked (it is asked again later)."""
+        record = CallRecord(provider_id=provider_id)
+        try:
+            response = await self.cancel(provider_id)
+        except openai.APIError as error:
+            log.warning("could not cancel response %s, trying again later: %s", provider_id, error)
+            return None
+        if response is None:
+            record.outcome, record.error = "failed", _dropped(provider_id)
+        else:
+            settle(response, record, self._price)
+            record.outcome = "failed"
+            if response.status == "cancelled":
+                record.error = "cancelled at the provider: its job will never use it"
+            else:
+                record.error = f"{response.status} after its job stopped waiting; never used"
+        book_at_ceiling(record, self._ceiling)
+        return record
+
     def _read(
         self,
         response: Response,
@@ -215,8 +232,10 @@ def settle(response: Response, record: CallRecord, price: Price) -> None:
         record.outcome = "failed"
         record.error = f"the model API failed the response ({detail})"
     elif response.status in UNDER_WAY or response.status == "cancelled":
-        record.outcome = "failed"
-        record.error = "the response was cancelled at the provider before it ended"
+        record.outcome, record.error = "failed", _CANCELLED
+
+
+_CANCELLED = "the response was cancelled at the provider before it ended"
 
 
 def _dropped(response_id: str) -> str:

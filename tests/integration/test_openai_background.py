@@ -15,6 +15,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from core.sql import Queries
+from generation.abandoned import AbandonedCalls
+from generation.budget import Budget
 from generation.drafts import MissionDraft
 from generation.ledger import JobLost, Ledger
 from generation.openai import prices
@@ -24,6 +27,7 @@ from tests.integration.test_openai_provider import DOMAIN, MISSION, MODEL
 from tests.support.openai_stub import USAGE, OpenAIStub
 from tests.support.polling import eventually
 
+queries = Queries("generation")
 PRICE = prices.load().for_model(MODEL)
 CEILING = worst_case_cost_usd(PRICE, 1)
 
@@ -258,3 +262,70 @@ async def test_a_response_past_the_time_limit_is_cancelled_at_the_provider(
     assert response.status(openai_stub) == "cancelled"
     [row] = await rows(pool, job_id)
     assert (row["outcome"], row["cost_usd"]) == ("failed", CEILING)
+
+
+async def released_with_open_call(
+    pool: asyncpg.Pool, provider: OpenAIProvider, job_id: int
+) -> None:
+    """Attempt 1's call under way, the job then released back to the queue."""
+    first = await interrupted(pool, provider, Ledger(pool, job_id, 1))
+    await pool.execute(
+        "UPDATE generation_jobs SET status = 'pending', attempt = 2 WHERE id = $1", job_id
+    )
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+
+
+async def test_the_call_of_a_job_cancelled_in_the_queue_is_cancelled_at_the_provider(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
+) -> None:
+    openai_stub.hold()
+    await released_with_open_call(pool, provider, job_id)
+    abandoned = AbandonedCalls(pool, provider.background.abandon, budget=None)
+    assert await abandoned.run_once() == [], "a job waiting in the queue may still use it"
+
+    assert await pool.fetchval(queries["job_cancel_if_pending"], job_id) == job_id
+    call_id = await pool.fetchval("SELECT id FROM llm_calls WHERE job_id = $1", job_id)
+    assert await abandoned.run_once() == [call_id]
+    [response] = openai_stub.created()
+    assert response.status(openai_stub) == "cancelled"
+    [row] = await rows(pool, job_id)
+    assert (row["outcome"], row["orphaned"], row["cost_usd"]) == ("failed", True, CEILING)
+    assert row["error"].startswith("cancelled at the provider: its job will never use it")
+    assert await abandoned.run_once() == [], "booked once"
+
+
+async def test_while_the_budget_stops_every_claim_a_waiting_job_s_call_is_cancelled(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
+) -> None:
+    openai_stub.hold()
+    await released_with_open_call(pool, provider, job_id)
+    spent = Budget(
+        daily_usd=Decimal("0.01"),
+        job_reservation_usd=Decimal(1),
+        interactive_reserve_usd=Decimal(0),
+    )
+    assert (
+        len(await AbandonedCalls(pool, provider.background.abandon, budget=spent).run_once()) == 1
+    )
+    assert openai_stub.created()[0].status(openai_stub) == "cancelled"
+
+    # Claimed again all the same, the next attempt finds the call cancelled and pays again.
+    openai_stub.let_go()
+    second = await next_attempt(pool, job_id)
+    await pool.execute("UPDATE generation_jobs SET status = 'generating' WHERE id = $1", job_id)
+    assert await provider.write_mission(DOMAIN, seed=1, ledger=second) == MISSION
+    cancelled, paid = await rows(pool, job_id)
+    assert (cancelled["outcome"], cancelled["resumed"], paid["outcome"]) == ("failed", 0, "ok")
+
+
+async def test_a_generating_job_s_call_is_never_cancelled(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
+) -> None:
+    openai_stub.hold()
+    task = await interrupted(pool, provider, Ledger(pool, job_id, 1))
+    await pool.execute("UPDATE generation_jobs SET status = 'failed' WHERE id <> $1", job_id)
+    assert await AbandonedCalls(pool, provider.background.abandon, budget=None).run_once() == []
+    openai_stub.let_go()
+    assert await task == MISSION

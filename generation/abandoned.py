@@ -1,0 +1,68 @@
+"""Calls nobody will use, cancelled at the provider: a background response still under way whose
+job has ended (cancelled while it waited in the queue after a release, failed by the sweeper,
+deleted), or waits in the queue while the daily budget stops every claim. Each is booked once,
+at what the provider reports it cost (its ceiling without a report), as orphaned."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+import asyncpg
+
+from core.sql import Queries
+from generation import budget as budgets
+from generation.budget import Budget
+from generation.ledger import CallRecord
+
+queries = Queries("generation")
+log = logging.getLogger(__name__)
+
+# Calls cancelled per pass; the next pass takes the rest.
+PER_PASS = 50
+
+# Cancels the call of a provider id and reports what it cost; None: the provider could not be
+# asked this time.
+Abandon = Callable[[str], Awaitable[CallRecord | None]]
+
+
+class AbandonedCalls:
+    def __init__(self, db: asyncpg.Pool, abandon: Abandon, *, budget: Budget | None) -> None:
+        self._db = db
+        self._abandon = abandon
+        self._budget = budget
+
+    async def run_once(self, now: datetime | None = None) -> list[int]:
+        """The ids of the calls cancelled and booked."""
+        stopped = (
+            self._budget is not None
+            and (await budgets.status(self._db, self._budget, now)).exhausted
+        )
+        rows = await self._db.fetch(queries["llm_calls_open_of_abandoned_jobs"], stopped, PER_PASS)
+        settled = []
+        for row in rows:
+            record = await self._abandon(row["provider_id"])
+            if record is None:
+                continue
+            call_id = await self._db.fetchval(
+                queries["llm_call_settle_if_abandoned"],
+                row["id"],
+                record.input_tokens,
+                record.output_tokens,
+                record.cost_usd,
+                record.outcome,
+                record.error,
+                row["job_attempt"] or 0,
+            )
+            if call_id is not None:
+                settled.append(call_id)
+                log.info(
+                    "call %s of job %s (response %s): %s",
+                    row["id"],
+                    row["job_id"],
+                    row["provider_id"],
+                    record.error,
+                    extra={"job_id": row["job_id"]},
+                )
+        return settled
