@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Literal
 
 import asyncpg
+import msgspec
 
 from core.sql import Executor, Queries, outlasting_outages
 from generation.spend import Spend, spend_of
@@ -256,6 +257,16 @@ class Ledger:
             )
 
 
+class SpendByMode(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole ledger by how its calls went out, and what taking calls over saved."""
+
+    modes: dict[str, Spend]
+    # Calls the next attempt of their job took over instead of paying again, and what paying
+    # them again would have cost.
+    resumed_calls: int
+    saved_by_resumed_usd: float
+
+
 @dataclass(frozen=True)
 class LedgerTotals:
     # The whole ledger per outcome, 'started' included, and per mode.
@@ -268,6 +279,15 @@ async def totals(connection: Executor) -> LedgerTotals:
     return LedgerTotals(
         by_outcome=_summed(rows, "outcome"),
         by_mode=_summed(rows, "mode"),
+    )
+
+
+def spend_by_mode(totals: LedgerTotals) -> SpendByMode:
+    modes = totals.by_mode
+    return SpendByMode(
+        modes=modes,
+        resumed_calls=sum(spent.resumed_calls for spent in modes.values()),
+        saved_by_resumed_usd=sum(spent.saved_usd for spent in modes.values()),
     )
 
 

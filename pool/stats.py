@@ -11,7 +11,7 @@ import msgspec
 
 from core.domains import DomainMap
 from core.sql import Executor, Queries
-from generation import domain_jobs, registry
+from generation import domain_jobs, ledger, registry
 from generation.registry import DisabledReason
 from pool.forecast import (
     HISTORY,
@@ -55,6 +55,12 @@ class DomainPool(msgspec.Struct, frozen=True, kw_only=True):
 
 class PoolStats(msgspec.Struct, frozen=True):
     domains: list[DomainPool]
+
+
+class PoolView(PoolStats, frozen=True):
+    """The pool with what its generations cost."""
+
+    spend: ledger.SpendByMode
 
 
 async def count(
@@ -124,11 +130,13 @@ async def read(
     *,
     heartbeat_timeout: timedelta,
     now: datetime | None = None,
-) -> PoolStats:
+) -> PoolView:
     """The pool; a worker is live while its heartbeat is younger than `heartbeat_timeout`."""
     counted = await count(connection, domain_map, now)
     fleet = await registry.live(connection, heartbeat_timeout=heartbeat_timeout, now=now)
-    return describe(domain_map, counted, fleet)
+    described = describe(domain_map, counted, fleet)
+    spend = ledger.spend_by_mode(await ledger.totals(connection))
+    return PoolView(domains=described.domains, spend=spend)
 
 
 def _domain_pool(

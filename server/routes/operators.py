@@ -40,9 +40,12 @@ async def read_queue(services: NamedDependency[Services]) -> queue_stats.QueueSt
     summary="The pool per domain",
     description="Stock, review, generations under way, the replenishment forecast (supply, "
     "serve rate, lead time (p90), time to empty, pass rate and the deficit), and whether some "
-    "live worker can make the domain (`enabled`) with the reasons of those that cannot.",
+    "live worker can make the domain (`enabled`) with the reasons of those that cannot; `spend`: "
+    "the ledger by how its calls went out (`modes`: direct, background, batch) and the money "
+    "saved by calls taken over instead of paid again (`resumed_calls`, "
+    "`saved_by_resumed_usd`).",
 )
-async def read_pool(services: NamedDependency[Services]) -> stats.PoolStats:
+async def read_pool(services: NamedDependency[Services]) -> stats.PoolView:
     return await stats.read(
         services.db, services.domain_map, heartbeat_timeout=services.settings.heartbeat_timeout
     )

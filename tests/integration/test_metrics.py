@@ -354,3 +354,34 @@ async def reads_waiting(pool: asyncpg.Pool) -> int:
         " AND backend_type = 'client backend' AND wait_event_type = 'Lock'"
     )
     return waiting
+
+
+async def test_spend_by_mode_and_the_money_resumed_calls_saved(
+    client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
+) -> None:
+    await bill(pool, "ok", (100, 200), "0.010")
+    for resumed, usd in ((2, "0.040"), (0, "0.005")):
+        await bill(pool, "ok", (10, 20), usd)
+        await pool.execute(
+            "UPDATE llm_calls SET mode = 'background', resumed = $1, provider_id = 'resp'"
+            " WHERE id = (SELECT max(id) FROM llm_calls)",
+            resumed,
+        )
+    metrics = await scrape(client)
+    assert metrics("warmpool_llm_mode_calls_total", mode="direct") == 1
+    assert metrics("warmpool_llm_mode_calls_total", mode="background") == 2
+    assert metrics("warmpool_llm_mode_calls_total", mode="batch") == 0
+    assert metrics("warmpool_llm_mode_cost_usd_total", mode="background") == pytest.approx(0.045)
+    assert metrics("warmpool_llm_resumed_calls_total", mode="background") == 2
+    assert metrics("warmpool_llm_resumed_saved_usd_total", mode="background") == pytest.approx(
+        0.080
+    )
+    assert metrics("warmpool_llm_resumed_calls_total", mode="direct") == 0
+
+    answer = await client.get("/v1/pool", headers=bearer(keys["admin"]))
+    assert answer.status_code == 200, answer.text
+    spend = answer.json()["spend"]
+    assert (spend["resumed_calls"], spend["saved_by_resumed_usd"]) == (2, pytest.approx(0.08))
+    assert set(spend["modes"]) == {"direct", "background"}
+    assert spend["modes"]["background"]["llm_calls"] == 2
+    assert spend["modes"]["direct"]["cost_usd"] == pytest.approx(0.01)
