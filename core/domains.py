@@ -21,6 +21,7 @@ Review = Literal["human", "proof"]
 SabotagePolicy = Literal["all", "at_least_one"]
 
 DEFAULT_RETIRE_AFTER: dict[str, int] = {"technical": 100, "non_technical": 50}
+DEFAULT_BUG_SHARE = 5
 
 
 class DomainMapError(ValueError):
@@ -36,6 +37,18 @@ class Domain(msgspec.Struct, frozen=True, kw_only=True):
     review: Review = "human"
     sabotage_must_fail: SabotagePolicy = "all"
     retire_jitter: bool = True
+    # At most this many candidates get the same planted bug (variant) of one mission; domains
+    # with code only, since a document's flaw is reviewed by a person, not proven.
+    bug_share: int = DEFAULT_BUG_SHARE
+    # At most this many candidates of one cohort get the same mission; None: no limit.
+    cohort_share: int | None = None
+
+    def variant_serves(self, mission_serves: int) -> int:
+        """A new variant's serve limit, in a mission that may be served `mission_serves` times:
+        its bug_share in a domain with code, the whole mission in a domain without."""
+        if self.language == "none":
+            return mission_serves
+        return min(self.bug_share, mission_serves)
 
     def serve_limit(self, seed: int) -> int:
         """A new mission's serve limit: `retire_after`, lowered by up to a tenth at random
@@ -65,6 +78,8 @@ _DOMAIN_KEYS: dict[str, str] = {
     "review": "human | proof",
     "sabotage_must_fail": "all | at_least_one",
     "retire_jitter": "true | false (lower each mission's serve limit slightly, at random)",
+    "bug_share": "a positive whole number of candidates who may get the same planted bug",
+    "cohort_share": "a positive whole number of candidates of one cohort per mission",
 }
 
 
@@ -109,6 +124,19 @@ def _domain(name: str, raw: object, source: str) -> Domain:
     retire_after = _whole_number(
         entry, "retire_after", source, where, default=DEFAULT_RETIRE_AFTER[kind], minimum=1
     )
+    if "bug_share" in entry and language == "none":
+        raise DomainMapError(
+            f"{source}: {where}.bug_share: a domain without code (language none) has one "
+            "flaw per mission, reviewed by a person; remove bug_share or give it a language"
+        )
+    bug_share = _whole_number(
+        entry, "bug_share", source, where, default=DEFAULT_BUG_SHARE, minimum=1
+    )
+    cohort_share = (
+        _whole_number(entry, "cohort_share", source, where, default=None, minimum=1)
+        if "cohort_share" in entry
+        else None
+    )
     if review == "proof" and (kind != "technical" or language == "none"):
         raise DomainMapError(
             f"{source}: {where}.review: 'proof' needs a technical domain with code to run, "
@@ -125,6 +153,8 @@ def _domain(name: str, raw: object, source: str) -> Domain:
             entry, "sabotage_must_fail", SabotagePolicy, source, where, default="all"
         ),
         retire_jitter=_flag(entry, "retire_jitter", source, where, default=True),
+        bug_share=bug_share,
+        cohort_share=cohort_share,
     )
 
 

@@ -54,10 +54,13 @@ async def enqueue(
     domain: str,
     limits: AdmissionLimits,
     created_by: int | None = None,
+    cohort: str | None = None,
+    variant_of: int | None = None,
     now: datetime | None = None,
     metrics: QueueMetrics | None = None,
 ) -> int:
-    """Insert a pending job, made by the API key `created_by` (None: the pool's own). Call
+    """Insert a pending job, made by the API key `created_by` (None: the pool's own), for a
+    user in `cohort`; with `variant_of`, a job that plants another bug in that mission. Call
     inside a transaction, and `wake_dispatchers` after it. A refusal raises, counted in
     `metrics` when given."""
     if user_id is not None:
@@ -74,6 +77,8 @@ async def enqueue(
         now,
         limits.replenish_max_pending,
         created_by,
+        cohort,
+        variant_of,
     )
     assert row is not None
     if row["job_id"] is not None:

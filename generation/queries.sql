@@ -29,10 +29,11 @@ previous_turn AS (
     WHERE user_id = $2::text AND status = 'pending'
 ),
 inserted AS (
-    INSERT INTO generation_jobs (lane, user_id, track, domain, created_at, fair_time, created_by)
+    INSERT INTO generation_jobs
+        (lane, user_id, track, domain, created_at, fair_time, created_by, cohort, variant_of)
     SELECT $1::text, $2::text, $3::text, $4::text, coalesce($8::timestamptz, now()),
            greatest(coalesce($8::timestamptz, now()), previous_turn.fair_time + $7::interval),
-           $10::bigint
+           $10::bigint, $11::text, $12::bigint
     FROM active, depth, previous_turn
     -- The replenish lane has its own, smaller depth limit: it is what gets shed first.
     WHERE active.jobs < $5::int AND depth.pending < $6::int

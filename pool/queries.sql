@@ -2,20 +2,43 @@
 
 -- name: mission_serve_least_served
 -- One statement: pick the least-served approved, unretired mission of the allowed domains
--- that this user does not have yet, count the serve, retire the mission when the count
--- reaches its limit, and snapshot the candidate's instance.
+-- that this user does not have yet (and, with a cohort $7, that fewer than its domain's
+-- cohort_share $8 of that cohort have), then its least-served live variant, then a ready
+-- rendering of that variant with serves left; count the serve on all three, retire the
+-- variant and the mission when their counts reach their limits, and snapshot the candidate's
+-- instance from the rendering.
 -- Only a mission at the lowest committed count may be taken, so counts stay within one of
 -- each other however many serves run at once; SKIP LOCKED spreads concurrent serves over
 -- the missions at that level instead of queueing them on one row. The conditions are
--- re-checked on the locked row, and the CHECK on serve_count <= max_serves makes an
+-- re-checked on the locked row, and the CHECKs on serve_count <= max_serves make an
 -- over-serve impossible whatever happens. With $5 set: only that mission, whose lock the
--- caller already holds after waiting for it.
+-- caller already holds after waiting for it. With $9 set: only that mission, at whatever count
+-- (a waiting user's own, just approved or stored in the caller's transaction, which holds its
+-- row so no other serve of it runs meanwhile).
+-- Every serve of a mission holds the mission's row and raises its count, so a mission whose
+-- count passed the re-check has had no serve commit since this statement's snapshot: its
+-- instances (the user's, the cohort's) and its variants' and renderings' counts as read here
+-- are current. The variant and the rendering are locked before anything is written, since a
+-- reviewer may retire a variant without the mission's lock: a variant retired meanwhile drops
+-- out at its lock, and then nothing is written at all.
 WITH eligible AS (
     SELECT m.id, m.serve_count FROM missions m
     WHERE m.domain = ANY($1::text[])
       AND m.qa_status = 'approved' AND m.retired_at IS NULL  -- the missions_servable index
+      AND ($9::bigint IS NULL OR m.id = $9::bigint)
       AND NOT EXISTS (
           SELECT 1 FROM mission_instances i WHERE i.mission_id = m.id AND i.user_id = $2::text
+      )
+      AND ($7::text IS NULL
+           OR ($8::int[])[array_position($1::text[], m.domain)] IS NULL
+           OR (SELECT count(*) FROM mission_instances i  -- the mission_instances_cohort index
+               WHERE i.mission_id = m.id AND i.cohort = $7::text)
+              < ($8::int[])[array_position($1::text[], m.domain)])
+      AND EXISTS (
+          SELECT 1 FROM mission_variants v
+          JOIN mission_renderings r  -- the mission_renderings_servable index
+            ON r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
+          WHERE v.mission_id = m.id AND v.retired_at IS NULL
       )
 ),
 chosen AS (
@@ -32,6 +55,43 @@ chosen AS (
     LIMIT 1
     FOR UPDATE OF m SKIP LOCKED
 ),
+variant AS (
+    SELECT v.id FROM mission_variants v  -- the mission_variants_servable index
+    WHERE v.mission_id = (SELECT id FROM chosen) AND v.retired_at IS NULL
+      AND EXISTS (
+          SELECT 1 FROM mission_renderings r
+          WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
+      )
+    ORDER BY v.serve_count, v.id
+    LIMIT 1
+    FOR UPDATE OF v
+),
+rendering AS (
+    SELECT r.id FROM mission_renderings r  -- the mission_renderings_servable index
+    WHERE r.variant_id = (SELECT id FROM variant)
+      AND r.status = 'ready' AND r.serve_count < r.max_serves
+    ORDER BY r.serve_count, r.id
+    LIMIT 1
+    FOR UPDATE OF r
+),
+served_rendering AS (
+    UPDATE mission_renderings r
+    SET serve_count = r.serve_count + 1
+    FROM rendering
+    WHERE r.id = rendering.id
+    RETURNING r.id, r.variant_id, r.files
+),
+served_variant AS (
+    UPDATE mission_variants v
+    SET serve_count = v.serve_count + 1,
+        retired_at = CASE WHEN v.serve_count + 1 >= v.max_serves
+                          THEN coalesce($4::timestamptz, now()) END,
+        retire_reason = CASE WHEN v.serve_count + 1 >= v.max_serves
+                             THEN 'served ' || v.max_serves || ' times' END
+    FROM served_rendering
+    WHERE v.id = served_rendering.variant_id
+    RETURNING v.id, v.mission_id
+),
 served AS (
     UPDATE missions m
     SET serve_count = m.serve_count + 1,
@@ -39,60 +99,44 @@ served AS (
                           THEN coalesce($4::timestamptz, now()) END,
         retire_reason = CASE WHEN m.serve_count + 1 >= m.max_serves
                              THEN 'served ' || m.max_serves || ' times' END
-    FROM chosen
-    WHERE m.id = chosen.id AND m.qa_status = 'approved' AND m.retired_at IS NULL
-    RETURNING m.id, m.domain, m.language, m.title, m.brief, m.sabotaged_files, m.test_files,
-              m.serve_count
+    FROM served_variant
+    WHERE m.id = served_variant.mission_id AND m.qa_status = 'approved' AND m.retired_at IS NULL
+    RETURNING m.id, m.domain, m.language, m.title, m.brief, m.serve_count
 )
 INSERT INTO mission_instances
-    (mission_id, user_id, track, domain, language, title, brief, files, serve_number, created_at,
-     created_by)
-SELECT id, $2::text, $3::text, domain, language, title, brief, sabotaged_files || test_files,
-       serve_count, coalesce($4::timestamptz, now()), $6::bigint
-FROM served
-RETURNING id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
-          created_at;
+    (mission_id, variant_id, rendering_id, user_id, cohort, track, domain, language, title,
+     brief, files, serve_number, created_at, created_by)
+SELECT served.id, served_variant.id, served_rendering.id, $2::text, $7::text, $3::text,
+       served.domain, served.language, served.title, served.brief, served_rendering.files,
+       served.serve_count, coalesce($4::timestamptz, now()), $6::bigint
+FROM served, served_variant, served_rendering
+RETURNING id, mission_id, variant_id, user_id, cohort, track, domain, language, title, brief,
+          files, serve_number, created_at;
 
--- name: mission_serve_to_waiting_user
--- When a mission is approved, the user whose interactive job ($2) asked for it gets it, counted
--- as a serve like any other (and retiring it if that was its last), made by the key that made
--- the job. A user who has it already is not counted again: a serve count is the mission's
--- instances. The caller's transaction holds the mission's row (it approved or stored the
--- mission), so no other serve of it runs meanwhile.
-WITH job AS (
-    SELECT user_id, track, created_by FROM generation_jobs WHERE id = $2::bigint
-),
-served AS (
-    UPDATE missions m
-    SET serve_count = m.serve_count + 1,
-        retired_at = CASE WHEN m.serve_count + 1 >= m.max_serves THEN now() END,
-        retire_reason = CASE WHEN m.serve_count + 1 >= m.max_serves
-                             THEN 'served ' || m.max_serves || ' times' END
-    FROM job
-    WHERE m.id = $1::bigint AND m.qa_status = 'approved' AND m.retired_at IS NULL
-      AND NOT EXISTS (
-          SELECT 1 FROM mission_instances i WHERE i.mission_id = m.id AND i.user_id = job.user_id
-      )
-    RETURNING m.id, m.domain, m.language, m.title, m.brief, m.sabotaged_files, m.test_files,
-              m.serve_count
-)
-INSERT INTO mission_instances
-    (mission_id, user_id, track, domain, language, title, brief, files, serve_number, created_by)
-SELECT served.id, job.user_id, job.track, domain, language, title, brief,
-       sabotaged_files || test_files, serve_count, job.created_by
-FROM served, job
-ON CONFLICT ON CONSTRAINT mission_instances_once_per_user DO NOTHING
-RETURNING id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
-          created_at;
+-- name: job_waiting_for_mission
+-- Who an interactive job serves once its mission is approved: the user, their track and
+-- cohort, and the key that made the job.
+SELECT domain, user_id, track, cohort, created_by FROM generation_jobs WHERE id = $1::bigint;
 
 -- name: mission_least_served_id
 -- When every eligible mission is locked by concurrent serves, the one to wait for: one of
 -- the least served, at random, so that many waiters spread over them instead of queueing
--- on the same one.
+-- on the same one. Eligible as mission_serve_least_served has it.
 SELECT m.id FROM missions m
 WHERE m.domain = ANY($1::text[]) AND m.qa_status = 'approved' AND m.retired_at IS NULL
   AND NOT EXISTS (
       SELECT 1 FROM mission_instances i WHERE i.mission_id = m.id AND i.user_id = $2::text
+  )
+  AND ($3::text IS NULL
+       OR ($4::int[])[array_position($1::text[], m.domain)] IS NULL
+       OR (SELECT count(*) FROM mission_instances i
+           WHERE i.mission_id = m.id AND i.cohort = $3::text)
+          < ($4::int[])[array_position($1::text[], m.domain)])
+  AND EXISTS (
+      SELECT 1 FROM mission_variants v
+      JOIN mission_renderings r
+        ON r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
+      WHERE v.mission_id = m.id AND v.retired_at IS NULL
   )
 ORDER BY m.serve_count, random()
 LIMIT 1;
@@ -104,14 +148,14 @@ SELECT id FROM missions WHERE id = $1::bigint FOR UPDATE;
 
 -- name: instance_by_id
 -- With $2, only an instance that key made.
-SELECT id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
-       created_at
+SELECT id, mission_id, variant_id, user_id, cohort, track, domain, language, title, brief,
+       files, serve_number, created_at
 FROM mission_instances
 WHERE id = $1::bigint AND ($2::bigint IS NULL OR created_by = $2::bigint);
 
 -- name: instances_of_user
-SELECT id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
-       created_at
+SELECT id, mission_id, variant_id, user_id, cohort, track, domain, language, title, brief,
+       files, serve_number, created_at
 FROM mission_instances
 WHERE user_id = $1::text AND ($3::bigint IS NULL OR created_by = $3::bigint)
 ORDER BY created_at DESC, id DESC

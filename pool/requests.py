@@ -27,7 +27,8 @@ from pool import serving
 @dataclass(frozen=True)
 class UserRequest:
     """Who asks for what: the API key `key_id` (answering for its idempotency keys under
-    `caller`) asks for a mission for a user on a track, whose allowed domains are `domains`."""
+    `caller`) asks for a mission for a user on a track, whose allowed domains are `domains`,
+    in a cohort (or None) whose members share no mission beyond each domain's cohort_share."""
 
     user_id: str
     track: str
@@ -36,6 +37,7 @@ class UserRequest:
     caller: str
     idempotency_key: str | None
     fingerprint: bytes
+    cohort: str | None = None
 
 
 class TrackCannotBeMade(Exception):
@@ -74,14 +76,15 @@ async def serve_or_enqueue(
             user_id=request.user_id,
             track=request.track,
             domains=request.domains,
+            cohort=request.cohort,
             created_by=request.key_id,
         )
         if instance is not None:
             return idempotency.Remembered(job_id=None, instance_id=int(instance.id))
-        # No stock: a user who asks again while their generation is under way gets that job,
-        # whatever the request's key: a click more never pays for a second generation. (With
-        # stock the serve above answers at once and costs nothing, and it never reads the jobs
-        # table, so serving never waits on the queue.)
+        # No stock (or none within the cohort's share): a user who asks again while their
+        # generation is under way gets that job, whatever the request's key: a click more
+        # never pays for a second generation. (With stock the serve above answers at once and
+        # costs nothing, and it never reads the jobs table, so serving never waits on the queue.)
         job_id = await admission.active_interactive_job(connection, request.user_id, request.track)
         if job_id is None:
             job_id = await _enqueue(connection, request, limits, heartbeat_timeout, metrics)
@@ -146,6 +149,7 @@ async def _enqueue(
         user_id=request.user_id,
         track=request.track,
         domain=await serving.neediest_domain(connection, makeable),
+        cohort=request.cohort,
         limits=limits,
         created_by=request.key_id,
         metrics=metrics,

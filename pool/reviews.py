@@ -36,3 +36,14 @@ async def retire(db: asyncpg.Pool, mission_id: int, *, reviewer: str, reason: st
             connection, mission_id, f"the mission was retired before approval: {reason}"
         )
     return mission
+
+
+async def retire_variant(
+    db: asyncpg.Pool, mission_id: int, variant_id: int, *, reviewer: str, reason: str
+) -> Mission:
+    """One leaked bug out of service; the mission serves its other variants, and no job waits on
+    a variant, so nothing else is settled."""
+    async with db.acquire() as connection, connection.transaction():
+        return await review.retire_variant(
+            connection, mission_id, variant_id, reviewer=reviewer, reason=reason
+        )

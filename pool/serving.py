@@ -1,4 +1,5 @@
-"""Serving: a per-user instance of the least-served approved mission a track allows."""
+"""Serving: a per-user instance of the least-served approved mission a track allows, made from
+a ready rendering of the mission's least-served live variant, within the cohort's share."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ SERVE_ROUNDS = 100
 class Instance(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     mission_id: str
+    # The planted bug this instance carries: at most the domain's bug_share instances share one.
+    variant_id: str
     user_id: str
+    # The cohort the serve named (candidates who should not pool answers), if any.
+    cohort: str | None
     track: str
     domain: str
     language: str
@@ -45,12 +50,14 @@ async def serve(
     user_id: str,
     track: str,
     domains: tuple[Domain, ...],
+    cohort: str | None = None,
     created_by: int | None = None,
     now: datetime | None = None,
 ) -> Instance | None:
     """Inside a transaction: serve the user an instance, made by the API key `created_by`, or
-    None when there is no stock."""
+    None when there is no stock (within the cohort's share of each mission, with a `cohort`)."""
     names = [domain.name for domain in domains]
+    cohort_shares = [domain.cohort_share for domain in domains]
     waited_for = None
     for _ in range(SERVE_ROUNDS):
         try:
@@ -68,6 +75,9 @@ async def serve(
                     now,
                     waited_for,
                     created_by,
+                    cohort,
+                    cohort_shares,
+                    None,
                 )
                 if row is None:
                     raise _NothingServed
@@ -83,7 +93,9 @@ async def serve(
             continue
         # Every eligible mission is locked by a concurrent serve (or there is none): wait for
         # one of the least served, then serve it if it still is.
-        waited_for = await connection.fetchval(queries["mission_least_served_id"], names, user_id)
+        waited_for = await connection.fetchval(
+            queries["mission_least_served_id"], names, user_id, cohort, cohort_shares
+        )
         if waited_for is None:
             return None
     return None
@@ -96,8 +108,26 @@ class _NothingServed(Exception):
 async def serve_to_waiting_user(
     connection: Connection, *, mission_id: int, job_id: int
 ) -> Instance | None:
-    """The instance of `mission_id` for the user whose interactive job is `job_id`."""
-    row = await connection.fetchrow(queries["mission_serve_to_waiting_user"], mission_id, job_id)
+    """The instance of `mission_id` for the user whose interactive job is `job_id`, made by the
+    key that made the job, in its cohort; counted as a serve like any other. The caller's
+    transaction holds the mission's row (it approved or stored the mission). A user who has
+    the mission already gets nothing more: a serve count is the mission's instances. Their
+    cohort's share does not apply: the mission was made for them."""
+    job = await connection.fetchrow(queries["job_waiting_for_mission"], job_id)
+    if job is None:
+        return None
+    row = await connection.fetchrow(
+        queries["mission_serve_least_served"],
+        [job["domain"]],
+        job["user_id"],
+        job["track"],
+        None,
+        None,
+        job["created_by"],
+        job["cohort"],
+        None,
+        mission_id,
+    )
     return None if row is None else _instance(row)
 
 
@@ -130,7 +160,9 @@ def _instance(row: asyncpg.Record) -> Instance:
     return Instance(
         id=str(row["id"]),
         mission_id=str(row["mission_id"]),
+        variant_id=str(row["variant_id"]),
         user_id=row["user_id"],
+        cohort=row["cohort"],
         track=row["track"],
         domain=row["domain"],
         language=row["language"],

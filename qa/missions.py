@@ -1,5 +1,9 @@
-"""Missions as the pool stores them and reviewers read them, and `store`, which the generation
-pipeline calls once a mission has its proof."""
+"""Missions and their variants as the pool stores them and reviewers read them: `store`, which
+the generation pipeline calls once a mission has its proof, stores the mission with its first
+variant; `store_variant` adds another planted bug, proven, to a stored mission.
+
+Each variant gets its identity rendering (its own files, proven by its own proof), ready to
+serve at once; renderings of their own come in rows beside it."""
 
 from __future__ import annotations
 
@@ -63,8 +67,27 @@ class MissionSummary(msgspec.Struct, frozen=True, kw_only=True):
     created_at: datetime
 
 
+class Variant(msgspec.Struct, frozen=True, kw_only=True):
+    """One planted bug of a mission, for reviewers and graders."""
+
+    id: str
+    bug_summary: str
+    grader_hint: str
+    sabotaged_files: Files
+    diff: dict[str, str]
+    proof: MissionProof
+    provider: str
+    serve_count: int
+    max_serves: int
+    retired_at: datetime | None
+    retire_reason: str | None
+    retired_by: str | None
+    created_at: datetime
+
+
 class Mission(MissionSummary, frozen=True, kw_only=True):
-    """Everything about a mission, for reviewers; candidates never see gold, bug or hint."""
+    """Everything about a mission, for reviewers; candidates never see gold, bug or hint. Its
+    own sabotaged files, bug summary and hint are its first variant's."""
 
     brief: str
     gold_files: Files
@@ -83,6 +106,11 @@ class Mission(MissionSummary, frozen=True, kw_only=True):
     review_note: str | None
     retire_reason: str | None
     retired_by: str | None
+    variants: list[Variant]
+
+
+# The renderer of a variant's own files, its first rendering.
+IDENTITY_RENDERER = "identity"
 
 
 async def store(
@@ -105,7 +133,8 @@ async def store(
     max_serves: int,
     proven: bool,
 ) -> int | None:
-    """Insert a mission; its id, or None when the same mission is already stored.
+    """Insert a mission with its first variant; its id, or None when the same mission is
+    already stored.
 
     A proven mission of a domain with `review: proof` is approved at once; any other waits
     for a reviewer.
@@ -135,7 +164,54 @@ async def store(
         proof.verdict if approved_by_proof else None,
         hidden_test_files,
     )
+    if mission_id is not None:
+        await store_variant(
+            connection,
+            mission_id=mission_id,
+            sabotaged_files=sabotaged_files,
+            bug_summary=bug_summary,
+            grader_hint=grader_hint,
+            proof=proof,
+            provider=provider,
+            job_id=job_id,
+            max_serves=domain.variant_serves(max_serves),
+        )
     return mission_id
+
+
+async def store_variant(
+    connection: Executor,
+    *,
+    mission_id: int,
+    sabotaged_files: Files,
+    bug_summary: str,
+    grader_hint: str,
+    proof: MissionProof,
+    provider: str,
+    job_id: int | None,
+    max_serves: int,
+) -> int | None:
+    """Add a proven bug to a stored mission, with its identity rendering ready to serve; its
+    id, or None when the mission holds the same bug already."""
+    variant_id: int | None = await connection.fetchval(
+        queries["variant_insert_unless_duplicate"],
+        mission_id,
+        sabotaged_files,
+        bug_summary,
+        grader_hint,
+        proof,
+        provider,
+        job_id,
+        max_serves,
+        IDENTITY_RENDERER,
+    )
+    return variant_id
+
+
+async def variants_of(connection: Executor, mission_id: int) -> list[Variant]:
+    """The mission's variants, the first first."""
+    rows = await connection.fetch(queries["variants_of_mission"], mission_id)
+    return [variant_from_row(row) for row in rows]
 
 
 def content_hash(
@@ -181,11 +257,20 @@ def summary_from_row(row: asyncpg.Record) -> MissionSummary:
     return msgspec.convert(_with_string_ids(row), MissionSummary)
 
 
-def mission_from_row(row: asyncpg.Record) -> Mission:
+def mission_from_row(row: asyncpg.Record, variants: list[Variant]) -> Mission:
     fields = _with_string_ids(row)
     fields["verdict"] = row["proof"]["verdict"]
     fields["diff"] = unified_diff(row["gold_files"], row["sabotaged_files"])
+    fields["variants"] = variants
     return msgspec.convert(fields, Mission)
+
+
+def variant_from_row(row: asyncpg.Record) -> Variant:
+    """A row of variants_of_mission, which carries the mission's gold to diff against."""
+    fields = dict(row)
+    fields["id"] = str(row["id"])
+    fields["diff"] = unified_diff(fields.pop("gold_files"), row["sabotaged_files"])
+    return msgspec.convert(fields, Variant)
 
 
 def _with_string_ids(row: asyncpg.Record) -> dict[str, Any]:

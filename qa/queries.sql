@@ -58,3 +58,40 @@ UPDATE missions
 SET retired_at = now(), retired_by = $2::text, retire_reason = $3::text
 WHERE id = $1::bigint AND retired_at IS NULL
 RETURNING *;
+
+-- name: variant_insert_unless_duplicate
+-- A mission's bug with its identity rendering: the variant's own files and the tests, proven
+-- by the variant's proof, ready at once and served as often as the variant. The unique
+-- (mission, content hash) constraint turns the same bug planted twice into no row.
+WITH variant AS (
+    INSERT INTO mission_variants
+        (mission_id, sabotaged_files, bug_summary, grader_hint, proof, provider, job_id,
+         max_serves, content_hash)
+    VALUES ($1::bigint, $2::jsonb, $3::text, $4::text, $5::jsonb, $6::text, $7::bigint, $8::int,
+            sha256(convert_to($2::jsonb::text, 'UTF8')))
+    ON CONFLICT ON CONSTRAINT mission_variants_once_per_mission DO NOTHING
+    RETURNING id, sabotaged_files, proof, max_serves
+),
+rendering AS (
+    INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof, status, max_serves)
+    SELECT variant.id, variant.sabotaged_files || m.test_files, m.gold_files, $9::text,
+           variant.proof, 'ready', variant.max_serves
+    FROM variant JOIN missions m ON m.id = $1::bigint
+)
+SELECT id FROM variant;
+
+-- name: variants_of_mission
+-- With the mission's gold, which each variant's diff is read against.
+SELECT v.id, v.bug_summary, v.grader_hint, v.sabotaged_files, m.gold_files, v.proof, v.provider,
+       v.serve_count, v.max_serves, v.retired_at, v.retire_reason, v.retired_by, v.created_at
+FROM mission_variants v JOIN missions m ON m.id = v.mission_id
+WHERE v.mission_id = $1::bigint
+ORDER BY v.id;
+
+-- name: variant_retire_unless_retired
+-- Serving picks only variants with retired_at IS NULL, locking the one it takes: once this
+-- commits, no serve can take the variant again.
+UPDATE mission_variants
+SET retired_at = now(), retired_by = $3::text, retire_reason = $4::text
+WHERE id = $2::bigint AND mission_id = $1::bigint AND retired_at IS NULL
+RETURNING id;

@@ -1,8 +1,10 @@
 """The review workflow: the queue, a mission in full, and the transitions a reviewer makes.
 
 approve and reject take a mission that awaits review; retire takes any mission not yet
-retired. Each is one conditional UPDATE that records who (the API key's name), when and why;
-when it changes no row, the mission's current state says why, and nothing was written.
+retired, and retire_variant any of its variants not yet retired (a leaked bug, say), which is
+never served again while the mission's other variants are. Each is one conditional UPDATE
+that records who (the API key's name), when and why; when it changes no row, the mission's
+current state says why, and nothing was written.
 They take a connection so that the caller can run them inside its own transaction.
 """
 
@@ -19,6 +21,7 @@ from qa.missions import (
     mission_from_row,
     queries,
     summary_from_row,
+    variants_of,
 )
 
 MAX_NOTE_CHARACTERS = 2000
@@ -44,6 +47,11 @@ class MissionStateConflict(ReviewError):
         super().__init__(message)
 
 
+class VariantNotFound(ReviewError):
+    def __init__(self, mission_id: int | str, variant_id: int | str) -> None:
+        super().__init__(f"mission {str(mission_id)!r} has no variant {str(variant_id)!r}")
+
+
 class InvalidReview(ReviewError):
     """A filter, note or reason that cannot be used."""
 
@@ -62,7 +70,7 @@ async def get(connection: Executor, mission_id: int) -> Mission:
     row = await connection.fetchrow(queries["mission_by_id"], mission_id)
     if row is None:
         raise MissionNotFound(mission_id)
-    return mission_from_row(row)
+    return mission_from_row(row, await variants_of(connection, mission_id))
 
 
 async def approve(
@@ -87,6 +95,28 @@ async def retire(connection: Connection, mission_id: int, *, reviewer: str, reas
     )
 
 
+async def retire_variant(
+    connection: Connection, mission_id: int, variant_id: int, *, reviewer: str, reason: str
+) -> Mission:
+    """Retire one variant of the mission; the mission as it is now."""
+    text = _reason(reason)
+    retired = await connection.fetchval(
+        queries["variant_retire_unless_retired"], mission_id, variant_id, reviewer, text
+    )
+    mission = await get(connection, mission_id)
+    if retired is None:
+        variant = next((each for each in mission.variants if each.id == str(variant_id)), None)
+        if variant is None:
+            raise VariantNotFound(mission_id, variant_id)
+        by = f" by {variant.retired_by}" if variant.retired_by else ""
+        raise MissionStateConflict(
+            mission,
+            f"variant {variant.id} of mission {mission.id} was already retired{by} "
+            f"({variant.retire_reason})",
+        )
+    return mission
+
+
 async def _transition(
     connection: Connection,
     query: str,
@@ -99,7 +129,7 @@ async def _transition(
     row = await connection.fetchrow(query, mission_id, reviewer, text)
     if row is None:
         raise refusal(await get(connection, mission_id))
-    return mission_from_row(row)
+    return mission_from_row(row, await variants_of(connection, mission_id))
 
 
 def _approval_refused(mission: Mission) -> MissionStateConflict:

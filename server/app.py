@@ -106,6 +106,7 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
                     review.approve_mission,
                     review.reject_mission,
                     review.retire_mission,
+                    review.retire_variant,
                 ]
             ),
             ui.router(settings),

@@ -22,7 +22,7 @@ from generation.admission import RETRY_AFTER_SECONDS, QueueFull, UserCapReached
 from generation.jobs import JobNotFound, JobNotPending, JobOfThePool
 from pool.requests import TrackCannotBeMade
 from pool.serving import InstanceNotFound
-from qa.review import InvalidReview, MissionNotFound, MissionStateConflict
+from qa.review import InvalidReview, MissionNotFound, MissionStateConflict, VariantNotFound
 from server.deadline import RequestTimedOut
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     JobOfThePool: (403, "Not a user's job", None),
     InstanceNotFound: (404, "Instance not found", None),
     MissionNotFound: (404, "Mission not found", None),
+    VariantNotFound: (404, "Variant not found", None),
     MissionStateConflict: (409, "Mission is not in the expected state", None),
     InvalidReview: (422, "Invalid review", None),
     RequestTimedOut: (503, "Request timed out", DATABASE_RETRY_AFTER_SECONDS),

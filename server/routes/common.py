@@ -21,6 +21,7 @@ from server.openapi import TRACKS, OneOf, Text
 from server.services import Services
 
 MAX_USER_ID = 200
+MAX_COHORT = 200
 MAX_IDEMPOTENCY_KEY = 200
 # Longer than this cannot be a bigint, so it names no row.
 MAX_ID_DIGITS = 18
@@ -67,6 +68,13 @@ class UserTrack(msgspec.Struct, forbid_unknown_fields=True):
     track: Annotated[str, OneOf(TRACKS)]
 
 
+class ServeBody(UserTrack, forbid_unknown_fields=True, omit_defaults=True):
+    """A serve may name the user's cohort: candidates who should not be able to pool answers.
+    Without one, its idempotency fingerprint is a plain UserTrack's."""
+
+    cohort: Annotated[str, Text(min_length=1, max_length=MAX_COHORT, pattern=WORDS)] | None = None
+
+
 def made_by_scope(request: Request[Any, Any, Any], services: Services) -> int | None:
     """The API key whose jobs and instances the caller may see: its own, for a candidate_app
     key under WARMPOOL_CANDIDATE_KEY_SCOPE=own; None (everything) otherwise."""
@@ -85,10 +93,14 @@ def user_request(
 ) -> requests.UserRequest:
     """The body of POST /v1/serve or /v1/jobs, checked, as the pool's request for that user."""
     domains = validate_user_track(data, domain_map)
+    cohort = data.cohort if isinstance(data, ServeBody) else None
+    if cohort is not None:
+        _check_text(cohort, "cohort", MAX_COHORT, "name the cohort (a class, a hiring round)")
     caller = current_caller(request)
     return requests.UserRequest(
         user_id=data.user_id,
         track=data.track,
+        cohort=cohort,
         domains=domains,
         key_id=caller.key_id,
         caller=caller.idempotency_scope,
@@ -113,17 +125,21 @@ def check_domain(domain: str | None, domain_map: DomainMap) -> None:
 
 
 def validate_user_track(request: UserTrack, domain_map: DomainMap) -> tuple[Domain, ...]:
-    user_id = request.user_id
-    if not user_id.strip():
-        raise BadRequest("user_id is empty; send the candidate's id in your system")
-    if len(user_id) > MAX_USER_ID:
-        raise BadRequest(f"user_id is {len(user_id)} characters long; the limit is {MAX_USER_ID}")
-    if not storable(user_id):
-        raise BadRequest("user_id contains a NUL character (\\x00); send the id without it")
+    _check_text(request.user_id, "user_id", MAX_USER_ID, "send the candidate's id in your system")
     try:
         return allowed_domains(domain_map, request.track)
     except UnknownTrack as error:
         raise BadRequest(str(error)) from None
+
+
+def _check_text(text: str, field: str, limit: int, when_empty: str) -> None:
+    """A name that Postgres can store: not blank, at most `limit` characters, no NUL."""
+    if not text.strip():
+        raise BadRequest(f"{field} is empty; {when_empty}")
+    if len(text) > limit:
+        raise BadRequest(f"{field} is {len(text)} characters long; the limit is {limit}")
+    if not storable(text):
+        raise BadRequest(f"{field} contains a NUL character (\\x00); send it without one")
 
 
 def idempotency_key(header: str | None, *, required: bool) -> str | None:

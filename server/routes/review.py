@@ -113,3 +113,25 @@ async def retire_mission(
     number = path_id(mission_id, review.MissionNotFound)
     reviewer = current_caller(request).name
     return await reviews.retire(services.db, number, reviewer=reviewer, reason=data.reason)
+
+
+@post(
+    "/v1/qa/missions/{mission_id:str}/variants/{variant_id:str}/retire",
+    guards=[requires("qa_reviewer")],
+    status_code=200,
+    responses=problems(400, 401, 403, 404, 409, 422, 503),
+    summary="Retire one variant of a mission: that bug is never served again",
+)
+async def retire_variant(
+    request: Request[Any, Any, Any],
+    mission_id: FromPath[str],
+    variant_id: FromPath[str],
+    services: NamedDependency[Services],
+    data: JSONBody[Reason],
+) -> Mission:
+    number = path_id(mission_id, review.MissionNotFound)
+    variant = path_id(variant_id, lambda text: review.VariantNotFound(number, text))
+    reviewer = current_caller(request).name
+    return await reviews.retire_variant(
+        services.db, number, variant, reviewer=reviewer, reason=data.reason
+    )

@@ -14,7 +14,7 @@ from pool import requests, serving
 from server.auth import requires
 from server.routes.common import (
     IdempotencyKey,
-    UserTrack,
+    ServeBody,
     idempotency_key,
     made_by_scope,
     path_id,
@@ -49,7 +49,7 @@ class Instances(msgspec.Struct):
 )
 async def serve(
     request: Request[Any, Any, Any],
-    data: JSONBody[UserTrack],
+    data: JSONBody[ServeBody],
     services: NamedDependency[Services],
     key_header: IdempotencyKey = None,
 ) -> Response[InstanceEnvelope | JobEnvelope]:

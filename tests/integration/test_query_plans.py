@@ -301,6 +301,8 @@ async def test_the_enqueue_reads_the_depth_from_its_shards_and_the_users_jobs_fr
             NOW,
             LIMITS.replenish_max_pending,
             None,
+            None,
+            None,
         ),
     )
 

@@ -45,7 +45,9 @@ async def test_a_serve_answers_an_instance_without_gold_or_bug_summary(
     assert set(instance) == {
         "id",
         "mission_id",
+        "variant_id",
         "user_id",
+        "cohort",
         "track",
         "domain",
         "language",

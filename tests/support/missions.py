@@ -1,4 +1,5 @@
-"""Missions for serving tests, written straight into the test database."""
+"""Missions for serving tests, written straight into the test database, each with its
+variants (planted bugs) and their identity renderings, ready to serve."""
 
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ async def add_mission(
     retired: bool = False,
     job_id: int | None = None,
     reviewed_at: datetime | None = None,
+    variants: int = 1,
+    bug_share: int | None = None,
 ) -> int:
+    """With `variants` bugs, each served at most `bug_share` times (None: the mission's limit,
+    as a mission stored before variants has)."""
     number = next(_numbers)
     language = {"marketing-copy": "none", "sql-data": "sql", "javascript-frontend": "javascript"}
     mission_id: int = await pool.fetchval(
@@ -45,4 +50,26 @@ async def add_mission(
         job_id,
         reviewed_at,
     )
+    for variant in range(variants):
+        await pool.execute(
+            """WITH variant AS (
+                   INSERT INTO mission_variants (mission_id, sabotaged_files, bug_summary, proof,
+                          provider, max_serves, content_hash)
+                   VALUES ($1, $2, $3, '{"verdict": "test"}', 'test', $4, $5)
+                   RETURNING id, sabotaged_files, max_serves
+               )
+               INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof,
+                      status, max_serves)
+               SELECT id, sabotaged_files || $6::jsonb, $7, 'identity', '{"verdict": "test"}',
+                      'ready', max_serves
+               FROM variant""",
+            mission_id,
+            # The first variant is the mission's own sabotage; each further one is distinct.
+            {"solution.py": "GOLD = False\n" + variant * "# another bug\n"},
+            f"the secret bug {variant}",
+            bug_share or max_serves,
+            hashlib.sha256(f"{domain}-{number}-{variant}".encode()).digest(),
+            {"test_solution.py": "def test_it(): pass\n"},
+            {"solution.py": "GOLD = True\n"},
+        )
     return mission_id

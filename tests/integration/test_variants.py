@@ -1,0 +1,232 @@
+"""Bug variants and cohorts on the serve path: each planted bug of a mission goes to at most its
+share of candidates, each cohort gets a mission at most its domain's cohort_share times, under
+real concurrent serves; and a reviewer retires one variant."""
+
+import asyncio
+from collections import Counter
+
+import asyncpg
+import msgspec
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from core import domains, idempotency
+from core.domains import DomainMap
+from pool import requests
+from qa.missions import MissionProof, store_variant
+from server.auth import Role
+from server.routes.common import ServeBody
+from server.settings import Settings
+from tests.support.http import assert_problem, bearer
+from tests.support.jobs import LIMITS
+from tests.support.missions import add_mission
+from tests.support.proven_missions import PROOF, store_mission
+
+Client = AsyncTestClient[Litestar]
+HEARTBEAT_TIMEOUT = Settings().heartbeat_timeout
+TRACK = "backend-engineer"
+# Users' generations are enqueued as when a worker can make every domain.
+pytestmark = pytest.mark.usefixtures("standing_worker")
+
+
+def shares_map(*, cohort_share: int | None = None) -> DomainMap:
+    """One python domain: missions served 25 times, each bug at most 5 times, no jitter."""
+    python: dict[str, object] = {
+        "kind": "technical",
+        "language": "python",
+        "target": 4,
+        "retire_after": 25,
+        "retire_jitter": False,
+        "bug_share": 5,
+    }
+    if cohort_share is not None:
+        python["cohort_share"] = cohort_share
+    return domains.parse(
+        {"tracks": {TRACK: ["python-backend"]}, "domains": {"python-backend": python}}, "test map"
+    )
+
+
+def asked(domain_map: DomainMap, user_id: str, cohort: str | None = None) -> requests.UserRequest:
+    body = ServeBody(user_id=user_id, track=TRACK, cohort=cohort)
+    return requests.UserRequest(
+        user_id=user_id,
+        track=TRACK,
+        domains=domain_map.domains_for(TRACK),
+        key_id=1,
+        caller="key:1",
+        idempotency_key=None,
+        fingerprint=idempotency.fingerprint("POST /v1/serve", body),
+        cohort=cohort,
+    )
+
+
+async def serve_all(
+    pool: asyncpg.Pool, domain_map: DomainMap, users: list[str], cohort: str | None = None
+) -> list[requests.Answer]:
+    """One serve per user, all at once, over as many connections as the pool holds."""
+    return await asyncio.gather(
+        *(
+            requests.serve_or_enqueue(
+                pool,
+                asked(domain_map, user, cohort),
+                limits=msgspec.structs.replace(LIMITS, max_pending=1000),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            )
+            for user in users
+        )
+    )
+
+
+async def four_missions_of_five_bugs(pool: asyncpg.Pool) -> list[int]:
+    return [await add_mission(pool, max_serves=25, variants=5, bug_share=5) for _ in range(4)]
+
+
+async def test_200_concurrent_serves_give_each_bug_to_at_most_its_share(
+    pool: asyncpg.Pool,
+) -> None:
+    missions = await four_missions_of_five_bugs(pool)
+    answers = await serve_all(pool, shares_map(), [f"candidate-{n}" for n in range(200)])
+
+    instances = [answer.instance for answer in answers if answer.instance is not None]
+    assert len(instances) == 100, "exactly the stock: 4 missions of 25 serves"
+    assert sum(answer.job is not None for answer in answers) == 100, "the rest enqueued"
+    assert Counter(i.mission_id for i in instances) == {str(m): 25 for m in missions}
+    by_variant = Counter(instance.variant_id for instance in instances)
+    assert sorted(by_variant.values()) == [5] * 20, by_variant
+    assert len({(i.mission_id, i.user_id) for i in instances}) == 100
+    # Each instance carries its variant's bug; the table agrees with the answers.
+    rows = await pool.fetch(
+        """SELECT v.id, v.serve_count, v.retired_at, count(i.id) AS instances
+           FROM mission_variants v LEFT JOIN mission_instances i ON i.variant_id = v.id
+           WHERE v.mission_id = ANY($1) GROUP BY v.id""",
+        missions,
+    )
+    assert all(
+        row["serve_count"] == row["instances"] == 5 and row["retired_at"] is not None
+        for row in rows
+    ), [dict(row) for row in rows]
+    files = await pool.fetch(
+        """SELECT i.files = v.sabotaged_files || m.test_files AS own
+           FROM mission_instances i JOIN mission_variants v ON v.id = i.variant_id
+           JOIN missions m ON m.id = i.mission_id"""
+    )
+    assert all(row["own"] for row in files)
+
+
+async def test_a_cohort_gets_a_mission_at_most_its_share_and_others_are_unaffected(
+    pool: asyncpg.Pool,
+) -> None:
+    missions = await four_missions_of_five_bugs(pool)
+    domain_map = shares_map(cohort_share=2)
+    answers = await serve_all(
+        pool, domain_map, [f"round-1-{n}" for n in range(20)], cohort="acme-round-1"
+    )
+
+    instances = [answer.instance for answer in answers if answer.instance is not None]
+    assert Counter(i.mission_id for i in instances) == {str(m): 2 for m in missions}
+    assert {i.cohort for i in instances} == {"acme-round-1"}
+    # A serve no mission can satisfy within the share enqueues a generation for its user.
+    jobs = [answer.job for answer in answers if answer.job is not None]
+    assert len(jobs) == 12
+    assert all(job.lane == "interactive" for job in jobs)
+    cohorts = await pool.fetch(
+        "SELECT DISTINCT cohort FROM generation_jobs WHERE id = ANY($1)",
+        [int(job.id) for job in jobs],
+    )
+    assert [row["cohort"] for row in cohorts] == ["acme-round-1"]
+
+    [outside] = await serve_all(pool, domain_map, ["someone-else"])
+    assert outside.instance is not None
+    assert outside.instance.cohort is None
+    [other_cohort] = await serve_all(pool, domain_map, ["round-2-0"], cohort="acme-round-2")
+    assert other_cohort.instance is not None
+
+
+async def test_the_least_served_variant_is_served_first(pool: asyncpg.Pool) -> None:
+    mission = await add_mission(pool, max_serves=25, variants=3, bug_share=5)
+    domain_map = shares_map()
+    served = []
+    for n in range(6):
+        [answer] = await serve_all(pool, domain_map, [f"one-by-one-{n}"])
+        assert answer.instance is not None
+        assert answer.instance.mission_id == str(mission)
+        served.append(answer.instance.variant_id)
+    assert served[:3] == sorted(served[:3])
+    assert len(set(served[:3])) == 3
+    assert served[3:] == served[:3], "round and round: the least served, then the oldest"
+
+
+async def test_a_mission_without_a_live_variant_is_not_served(pool: asyncpg.Pool) -> None:
+    await add_mission(pool, max_serves=25, variants=1, bug_share=2)
+    answers = [(await serve_all(pool, shares_map(), [f"user-{n}"]))[0] for n in range(3)]
+    assert [answer.instance is not None for answer in answers] == [True, True, False]
+    assert answers[2].job is not None, "served out of bugs is out of stock: a job for the user"
+
+
+async def test_the_qa_view_lists_variants_and_a_reviewer_retires_one(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool, settings: Settings
+) -> None:
+    domain = domains.load(settings.domain_map).domains["python-backend"]
+    mission = await store_mission(pool, domain)
+    await add_variant(pool, mission)
+    reviewer = bearer(keys["qa_reviewer"])
+    await client.post(f"/v1/qa/missions/{mission}/approve", json={}, headers=reviewer)
+
+    view = (await client.get(f"/v1/qa/missions/{mission}", headers=reviewer)).json()
+    first, second = view["variants"]
+    assert view["sabotaged_files"] == first["sabotaged_files"]
+    assert view["bug_summary"] == first["bug_summary"]
+    assert first["proof"]["verdict"].startswith("proven")
+    assert (first["serve_count"], first["max_serves"]) == (0, domain.bug_share)
+    assert "pricing.py" in first["diff"]
+    assert first["retired_at"] is None
+
+    retire = f"/v1/qa/missions/{mission}/variants/{first['id']}/retire"
+    retired = await client.post(retire, json={"reason": "posted online"}, headers=reviewer)
+    assert retired.status_code == 200, retired.text
+    variants = retired.json()["variants"]
+    assert variants[0]["retired_at"] is not None
+    assert variants[0]["retired_by"] is not None
+    assert variants[1]["retired_at"] is None
+    assert retired.json()["retired_at"] is None
+    again = await client.post(retire, json={"reason": "twice"}, headers=reviewer)
+    assert_problem(again, 409, "already retired", "posted online")
+    unknown = f"/v1/qa/missions/{mission}/variants/999999/retire"
+    assert_problem(await client.post(unknown, json={"reason": "x"}, headers=reviewer), 404)
+    assert_problem(await client.post(retire, json={"reason": " "}, headers=reviewer), 422)
+
+    # Only the other bug is served now.
+    served = await client.post(
+        "/v1/serve",
+        json={"user_id": "ada", "track": TRACK, "cohort": "class of 2026"},
+        headers=bearer(keys["candidate_app"]),
+    )
+    assert served.status_code == 200, served.text
+    instance = served.json()["instance"]
+    assert (instance["variant_id"], instance["cohort"]) == (second["id"], "class of 2026")
+    assert instance["files"]["pricing.py"] == second["sabotaged_files"]["pricing.py"]
+
+
+async def add_variant(pool: asyncpg.Pool, mission_id: int) -> None:
+    """A second bug in the mission, stored as a variant job stores it."""
+    gold = await pool.fetchval("SELECT gold_files FROM missions WHERE id = $1", mission_id)
+    sabotaged = gold | {"pricing.py": gold["pricing.py"].replace("round(", "int(", 1)}
+    await store_variant(
+        pool,
+        mission_id=mission_id,
+        sabotaged_files=sabotaged,
+        bug_summary="total() truncates instead of rounding.",
+        grader_hint="round, not int",
+        proof=MissionProof(gold=PROOF.gold, sabotage_tries=PROOF.sabotage_tries, verdict="proven"),
+        provider="offline",
+        job_id=None,
+        max_serves=5,
+    )
+
+
+async def test_bad_cohorts_are_422(client: Client, keys: dict[Role, str]) -> None:
+    headers = bearer(keys["candidate_app"])
+    for cohort, words in (("", "empty"), ("c" * 201, "200"), ("a\x00", "NUL")):
+        body = {"user_id": "ada", "track": TRACK, "cohort": cohort}
+        assert_problem(await client.post("/v1/serve", json=body, headers=headers), 422, words)
