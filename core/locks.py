@@ -32,6 +32,12 @@ LOCKS: dict[str, AdvisoryLock] = {
     "proof_setup": AdvisoryLock(
         (5, 0), "one prover at a time closes the proof server's database and builds its template"
     ),
+    "grading_user": AdvisoryLock(
+        (6,), "one user's submissions, so counting their pending ones and inserting one is atomic"
+    ),
+    "grading_dispatch": AdvisoryLock(
+        (7, 0), "the grading claim counts what is running and claims, one dispatcher at a time"
+    ),
     "migrations": AdvisoryLock(
         0x77_61_72_6D,
         "processes starting together apply each migration once",  # "warm"

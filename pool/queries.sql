@@ -262,3 +262,19 @@ ORDER BY h.hour;
 -- transaction lock is skipped, as another process is counting the same pool right now.
 -- advisory lock: replenish_leader (core/locks.py)
 SELECT pg_try_advisory_xact_lock(4, 0);
+
+-- name: instance_with_mission_for_grading
+-- An instance with what grading and graders need of its mission: which of its files are
+-- tests, the hidden tests, the gold in the instance's rendering, its variant's bug, and the
+-- hidden tests' ids as the gold's proof found them. With $2, only an instance that key made.
+SELECT i.id, i.mission_id, i.variant_id, i.user_id, i.cohort, i.track, i.domain, i.language,
+       i.title, i.brief, i.files, i.serve_number, i.created_at, m.test_files,
+       m.hidden_test_files, coalesce(r.gold_files, m.gold_files) AS gold_files,
+       coalesce(v.bug_summary, m.bug_summary) AS bug_summary,
+       coalesce(v.grader_hint, m.grader_hint) AS grader_hint,
+       m.proof->'hidden_gold' AS hidden_gold
+FROM mission_instances i
+JOIN missions m ON m.id = i.mission_id
+LEFT JOIN mission_variants v ON v.id = i.variant_id
+LEFT JOIN mission_renderings r ON r.id = i.rendering_id
+WHERE i.id = $1::bigint AND ($2::bigint IS NULL OR i.created_by = $2::bigint);

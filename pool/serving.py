@@ -81,7 +81,7 @@ async def serve(
                 )
                 if row is None:
                     raise _NothingServed
-            return _instance(row)
+            return instance_from_row(row)
         except asyncpg.UniqueViolationError:
             pass  # the same user served twice at once; the other serve's instance now shows
         except _NothingServed:
@@ -128,7 +128,7 @@ async def serve_to_waiting_user(
         None,
         mission_id,
     )
-    return None if row is None else _instance(row)
+    return None if row is None else instance_from_row(row)
 
 
 async def neediest_domain(connection: Executor, domains: tuple[Domain, ...]) -> str:
@@ -141,7 +141,7 @@ async def get(connection: Executor, instance_id: int, *, made_by: int | None = N
     row = await connection.fetchrow(queries["instance_by_id"], instance_id, made_by)
     if row is None:
         raise InstanceNotFound(instance_id)
-    return _instance(row)
+    return instance_from_row(row)
 
 
 async def of_user(
@@ -153,10 +153,10 @@ async def of_user(
     rows = await connection.fetch(
         queries["instances_of_user"], user_id, USER_INSTANCES_LIMIT, made_by
     )
-    return [_instance(row) for row in rows]
+    return [instance_from_row(row) for row in rows]
 
 
-def _instance(row: asyncpg.Record) -> Instance:
+def instance_from_row(row: asyncpg.Record) -> Instance:
     return Instance(
         id=str(row["id"]),
         mission_id=str(row["mission_id"]),

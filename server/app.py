@@ -25,10 +25,10 @@ from server.deadline import RequestDeadline
 from server.errors import exception_handlers
 from server.generation_wiring import opened_provider, spend_budget
 from server.metrics import Scraping, read_snapshot
-from server.routes import health, jobs, metrics, operators, review, serve
+from server.routes import health, jobs, metrics, operators, review, serve, submissions
 from server.routes.options import with_options
 from server.runtime import running_worker
-from server.services import Services, provide_services, queue_limits
+from server.services import Services, grading_limits, provide_services, queue_limits
 from server.settings import Settings
 from server.snapshots import Snapshots
 
@@ -74,6 +74,7 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
                 budget=budget,
                 metrics=counters,
                 scraping=Scraping(snapshots, counters.registry),
+                grading_limits=grading_limits(settings),
             )
             if run_worker:
                 await resources.enter_async_context(
@@ -101,6 +102,10 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
                     serve.serve,
                     serve.read_instance,
                     serve.user_instances,
+                    submissions.submit,
+                    submissions.read_submission,
+                    submissions.instance_submissions,
+                    submissions.read_qa_instance,
                     review.list_missions,
                     review.read_mission,
                     review.approve_mission,

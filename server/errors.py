@@ -18,8 +18,10 @@ from litestar.types import ExceptionHandlersMap
 
 from core.idempotency import IdempotencyConflict
 from core.sql import OUTAGE_ERRORS
+from generation import gradings
 from generation.admission import RETRY_AFTER_SECONDS, QueueFull, UserCapReached
 from generation.jobs import JobNotFound, JobNotPending, JobOfThePool
+from pool import submissions
 from pool.requests import TrackCannotBeMade
 from pool.serving import InstanceNotFound
 from qa.review import InvalidReview, MissionNotFound, MissionStateConflict, VariantNotFound
@@ -61,6 +63,17 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     MissionStateConflict: (409, "Mission is not in the expected state", None),
     InvalidReview: (422, "Invalid review", None),
     RequestTimedOut: (503, "Request timed out", DATABASE_RETRY_AFTER_SECONDS),
+    submissions.InvalidSubmission: (422, "Invalid submission", None),
+    submissions.InstanceWithoutCode: (422, "Nothing to grade", None),
+    submissions.NoGrader: (503, "No worker can grade this code", gradings.RETRY_AFTER_SECONDS),
+    gradings.SubmissionKeyConflict: (409, "Idempotency-Key reused", None),
+    gradings.GradingUserCapReached: (
+        429,
+        "Too many submissions pending for this user",
+        gradings.RETRY_AFTER_SECONDS,
+    ),
+    gradings.GradingQueueFull: (503, "Grading queue is full", gradings.RETRY_AFTER_SECONDS),
+    gradings.SubmissionNotFound: (404, "Submission not found", None),
 }
 
 

@@ -31,6 +31,7 @@ from pool.replenish import Replenisher
 from server import services
 from server.database import CONNECT_TIMEOUT_SECONDS, connect_url
 from server.generation_wiring import ChosenProvider, mission_pipeline, spend_budget
+from server.grading_runtime import running_grader
 from server.reviewer_sessions import SessionRetention
 from server.settings import Settings
 
@@ -245,7 +246,7 @@ async def running_worker(
 ) -> AsyncIterator[WorkerRuntime]:
     """A worker generating real missions with the chosen provider: the mission pipeline,
     dispatched and swept, and the pool's replenishment; counted in `metrics` when this process
-    serves /metrics."""
+    serves /metrics. Beside it, the grading of candidates' fixes."""
     async with mission_pipeline(settings, domain_map, database_url, chosen) as pipeline:
         runtime = WorkerRuntime(
             db,
@@ -264,6 +265,13 @@ async def running_worker(
         )
         await runtime.start()
         try:
-            yield runtime
+            async with running_grader(
+                db,
+                database_url,
+                settings,
+                worker_name=runtime.worker.name,
+                worker_id=runtime.worker.id,
+            ):
+                yield runtime
         finally:
             await runtime.stop()

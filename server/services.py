@@ -13,6 +13,7 @@ from litestar import Request
 from core.domains import DomainMap
 from generation.admission import AdmissionLimits
 from generation.budget import Budget
+from generation.gradings import GradingLimits
 from generation.metrics import QueueMetrics
 from pool.replenish import Replenisher
 from server.auth import KeyStore
@@ -30,6 +31,7 @@ class Services:
     budget: Budget | None
     metrics: QueueMetrics
     scraping: Scraping
+    grading_limits: GradingLimits
 
 
 def queue_limits(settings: Settings) -> AdmissionLimits:
@@ -37,6 +39,12 @@ def queue_limits(settings: Settings) -> AdmissionLimits:
         user_cap=settings.user_cap,
         max_pending=settings.max_pending,
         replenish_max_pending=settings.replenish_max_pending,
+    )
+
+
+def grading_limits(settings: Settings) -> GradingLimits:
+    return GradingLimits(
+        user_cap=settings.grading_user_cap, max_pending=settings.grading_max_pending
     )
 
 

@@ -96,10 +96,20 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     metrics_refresh_seconds: Annotated[float, msgspec.Meta(ge=0)] = 5.0
     # Set: /metrics answers only scrapes that send `Authorization: Bearer <token>`. Unset: any.
     metrics_token: Annotated[str, msgspec.Meta(pattern=r"^[!-~]{16,}$")] | None = None
+    # Gradings running at once, all processes together; unset: one worker's proof slots.
+    grading_cap: Count | None = None
+    grading_user_cap: Count = 2
+    grading_max_pending: Count = 200
+    # Each of a grading's two runs (visible tests, hidden tests) is killed at this limit.
+    grading_time_limit_seconds: Seconds = 30.0
 
     @property
     def worker_slots(self) -> int:
         return min(self.worker_concurrency or self.global_cap, self.global_cap)
+
+    @property
+    def gradings_cap(self) -> int:
+        return self.grading_cap or self.proof_slots
 
     @property
     def replenish_cap(self) -> int:
@@ -194,6 +204,22 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "WARMPOOL_METRICS_REFRESH_SECONDS": (
         "metrics_refresh_seconds",
         "a number of seconds, 0 or more (how old a /metrics snapshot may get)",
+    ),
+    "WARMPOOL_GRADING_CAP": (
+        "grading_cap",
+        "a whole number of at least 1 (gradings at once, all processes together)",
+    ),
+    "WARMPOOL_GRADING_USER_CAP": (
+        "grading_user_cap",
+        "a whole number of at least 1 (a user's submissions pending or running)",
+    ),
+    "WARMPOOL_GRADING_MAX_PENDING": (
+        "grading_max_pending",
+        "a whole number of at least 1 (pending submissions at which new ones get 503)",
+    ),
+    "WARMPOOL_GRADING_TIME_LIMIT_SECONDS": (
+        "grading_time_limit_seconds",
+        "a number of seconds above 0 (each run of a grading is killed then)",
     ),
     "WARMPOOL_METRICS_TOKEN": (
         "metrics_token",

@@ -1,0 +1,137 @@
+"""Grading a candidate's fix: the candidate's code against the visible tests, then against the
+hidden tests, each in a run of its own in the untrusted sandbox, and the verdict.
+
+Candidate code is hostile. It may read every file it can reach and raise it as an assertion
+message, so the two runs never share a workspace: the visible run holds no hidden test, and
+of the hidden run only counts are kept (no test id, message, log or problem text of its own),
+checked against the hidden tests the gold's proof counted. Code that runs inside the test
+runner's process can rewrite its report; the report must then still agree with the runner's
+exit status and name exactly the tests the mission has, which a forger must first reconstruct
+blind, since nothing of the hidden run comes back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import msgspec
+
+from qa.proof import Prover
+from qa.results import ProofRun, short
+
+# What a hidden run's problem may say: the sandbox's own words for how a run ended, never the
+# runner's (which quote the tests). Anything else is an unreadable report.
+_HIDDEN_PROBLEMS = (
+    ("timed out after", "timed out"),
+    ("printed more than", "printed too much output"),
+    ("the run's processes together went over", "went over the memory cap"),
+    ("the runner ", "was killed"),
+    ("no test ran", "ran no test"),
+)
+
+
+class Counts(msgspec.Struct, frozen=True):
+    passed: int
+    failed: int
+    total: int
+
+
+class Graded(msgspec.Struct, frozen=True):
+    id: str
+    outcome: str
+    message: str
+
+
+class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+    status: str  # passed, failed or error
+    visible: Counts
+    hidden: Counts
+    tests: list[Graded]
+    duration_s: float
+    error: str | None
+
+
+def hidden_test_ids(proof_run: ProofRun | None) -> list[str] | None:
+    """The hidden tests' ids as the gold's run found them, for checking a hidden report."""
+    return None if proof_run is None else sorted(test.id for test in proof_run.tests)
+
+
+async def grade(
+    prover: Prover,
+    language: str,
+    code_files: Mapping[str, str],
+    visible_test_files: Mapping[str, str],
+    hidden_test_files: Mapping[str, str],
+    expected_hidden: list[str] | None,
+) -> Verdict:
+    """Raises ProofUnavailable when this machine cannot run untrusted code of `language`."""
+    started = time.monotonic()
+    visible = await prover.run(language, code_files, visible_test_files, trust="untrusted")
+    shown = [Graded(test.id, test.outcome, short(test.message)) for test in visible.tests]
+    visible_counts = _counts(visible)
+    none = Counts(0, 0, 0)
+    if not visible.conclusive:
+        # A timeout, a crash, a run over its caps or an unreadable report: the hidden run,
+        # which holds the same code, is not worth a slot.
+        return Verdict(
+            status="error",
+            visible=visible_counts,
+            hidden=none,
+            tests=shown,
+            duration_s=_since(started),
+            error=f"the visible tests' run proves nothing: {visible.reason}",
+        )
+    if not hidden_test_files:
+        return Verdict(
+            status="error",
+            visible=visible_counts,
+            hidden=none,
+            tests=shown,
+            duration_s=_since(started),
+            error="this mission has no hidden tests, so no fix of it can pass",
+        )
+    hidden = await prover.run(language, code_files, hidden_test_files, trust="untrusted")
+    hidden_counts, hidden_problem = _hidden(hidden, expected_hidden)
+    status = "passed"
+    error: str | None = None
+    if hidden_problem is not None:
+        status, error = "error", hidden_problem
+    elif visible_counts.failed or hidden_counts.failed:
+        status = "failed"
+        error = (
+            f"{visible_counts.failed} of {visible_counts.total} visible and "
+            f"{hidden_counts.failed} of {hidden_counts.total} hidden tests did not pass"
+        )
+    return Verdict(
+        status=status,
+        visible=visible_counts,
+        hidden=hidden_counts,
+        tests=shown,
+        duration_s=_since(started),
+        error=error,
+    )
+
+
+def _counts(run: ProofRun) -> Counts:
+    # Skipped counts as not passed: code may skip the tests it cannot pass.
+    return Counts(run.passed, run.total - run.passed, run.total)
+
+
+def _hidden(run: ProofRun, expected: list[str] | None) -> tuple[Counts, str | None]:
+    """The hidden run's counts, and why they prove nothing, in words of warmpool's own."""
+    if not run.conclusive:
+        reason = run.reason or ""
+        said = next(
+            (words for start, words in _HIDDEN_PROBLEMS if reason.startswith(start)),
+            "wrote no readable report",
+        )
+        return Counts(0, 0, 0), f"the hidden tests' run {said}"
+    ran = sorted(test.id for test in run.tests)
+    if (expected is not None and ran != expected) or not ran:
+        return Counts(0, 0, 0), "the hidden tests' report does not match the mission's hidden tests"
+    return _counts(run), None
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)

@@ -1,0 +1,100 @@
+"""Admission of submissions, with no grader running: the per-user cap, the pending limit, a
+language no live worker can grade, and what a pending submission says of its place in line."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from server.app import create_app
+from server.auth import Role
+from server.settings import Settings
+from tests.support.grading import PYTHON, stock
+from tests.support.http import assert_problem, bearer
+
+Client = AsyncTestClient[Litestar]
+
+
+async def grader_row(pool: asyncpg.Pool, languages: list[str], disabled: dict[str, str]) -> None:
+    await pool.execute(
+        """INSERT INTO workers (name, worker_id, started_at, heartbeat_at, slots, domains,
+               disabled, grading_languages, grading_disabled)
+           VALUES ('grader', 'grader:standing:0', now(), now() + interval '1 day', 0, '{}',
+                   '{}', $1, $2)""",
+        languages,
+        disabled,
+    )
+
+
+@pytest.fixture
+async def small(settings: Settings) -> AsyncIterator[Client]:
+    limited = msgspec.structs.replace(settings, grading_user_cap=2, grading_max_pending=3)
+    async with AsyncTestClient(create_app(limited), base_url="https://testserver.local") as client:
+        yield client
+
+
+async def served(client: Client, pool: asyncpg.Pool, key: str, user: str) -> dict[str, Any]:
+    answer = await client.post(
+        "/v1/serve", json={"user_id": user, "track": "backend-engineer"}, headers=bearer(key)
+    )
+    assert answer.status_code == 200, answer.text
+    instance: dict[str, Any] = answer.json()["instance"]
+    return instance
+
+
+async def send(client: Client, key: str, instance: dict[str, Any], idem: str) -> Any:
+    code = instance["files"]["pricing.py"] + f"# {idem}\n"
+    return await client.post(
+        f"/v1/instances/{instance['id']}/submissions",
+        json={"files": {"pricing.py": code}},
+        headers={**bearer(key), "Idempotency-Key": idem},
+    )
+
+
+async def test_the_user_cap_and_the_pending_limit_refuse_with_retry_after(
+    small: Client, pool: asyncpg.Pool, keys: dict[Role, str]
+) -> None:
+    await stock(pool, PYTHON)
+    await grader_row(pool, ["python"], {})
+    app = keys["candidate_app"]
+    ada, bob = await served(small, pool, app, "ada"), await served(small, pool, app, "bob")
+    first, second = await send(small, app, ada, "1"), await send(small, app, ada, "2")
+    assert (first.status_code, second.status_code) == (202, 202)
+    assert [
+        first.json()["submission"]["queue_position"],
+        second.json()["submission"]["queue_position"],
+    ] == [0, 1]
+    third = await send(small, app, ada, "3")
+    assert_problem(third, 429, "already has 2 submissions pending or running")
+    assert third.headers["retry-after"].isdigit()
+    assert (await send(small, app, bob, "4")).status_code == 202
+    full = await send(small, app, bob, "5")
+    assert_problem(full, 503, "grading queue is full (3 pending submissions, limit 3)")
+    assert full.headers["retry-after"].isdigit()
+    assert await pool.fetchval("SELECT count(*) FROM submissions") == 3
+    read = await small.get(
+        f"/v1/submissions/{second.json()['submission']['id']}", headers=bearer(app)
+    )
+    assert (read.json()["status"], read.json()["queue_position"]) == ("pending", 1)
+    assert read.json()["visible_tests"] is None
+    assert (await small.get("/v1/submissions/999999", headers=bearer(app))).status_code == 404
+
+
+async def test_code_no_live_worker_can_grade_is_refused_with_the_reason(
+    small: Client, pool: asyncpg.Pool, keys: dict[Role, str]
+) -> None:
+    await stock(pool, PYTHON)
+    reason = "untrusted code needs bubblewrap, but bwrap is not installed"
+    await grader_row(pool, ["javascript"], {"python": reason})
+    app = keys["candidate_app"]
+    ada = await served(small, pool, app, "ada")
+    refused = await send(small, app, ada, "1")
+    assert_problem(refused, 503, "no live worker can grade python code", reason)
+    assert refused.headers["retry-after"].isdigit()
+    assert await pool.fetchval("SELECT count(*) FROM submissions") == 0

@@ -1,0 +1,133 @@
+"""Grading over HTTP: an approved mission with real code and hidden tests, served to users, and
+submissions sent and waited on; what a grading worker's sandbox uids are, from its log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+from core.domains import Domain
+from tests.support.polling import eventually
+from tests.support.proven_missions import store_mission
+
+DOMAIN_MAP = """
+tracks:
+  backend-engineer: [python-backend]
+  marketing-manager: [marketing-copy]
+domains:
+  python-backend:
+    kind: technical
+    language: python
+    target: 0
+    review: proof
+  marketing-copy:
+    kind: non_technical
+    language: none
+    target: 0
+"""
+PYTHON = Domain(
+    name="python-backend",
+    kind="technical",
+    language="python",
+    target=0,
+    retire_after=100,
+    review="proof",
+)
+COPY = Domain(
+    name="marketing-copy", kind="non_technical", language="none", target=0, retire_after=50
+)
+# Right for the visible tests' inputs only.
+HARD_CODED = (
+    "def total(prices, discount):\n"
+    "    if discount == 0.5:\n"
+    "        return 5\n"
+    "    return sum(prices)\n"
+)
+DONE = ("passed", "failed", "error")
+
+
+def domain_map(folder: Path) -> Path:
+    path = folder / "domain_map.yaml"
+    path.write_text(DOMAIN_MAP, encoding="utf-8")
+    return path
+
+
+async def stock(pool: asyncpg.Pool, domain: Domain = PYTHON) -> int:
+    """An approved mission of `domain` (by its proof, or by a reviewer for copy)."""
+    mission_id = await store_mission(pool, domain)
+    await pool.execute("UPDATE missions SET qa_status = 'approved' WHERE id = $1", mission_id)
+    return mission_id
+
+
+def bearer(key: str, idempotency_key: str | None = None) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {key}"}
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = idempotency_key
+    return headers
+
+
+async def serve(
+    client: httpx.AsyncClient, key: str, user: str, track: str = "backend-engineer"
+) -> dict[str, Any]:
+    answer = await client.post(
+        "/v1/serve", json={"user_id": user, "track": track}, headers=bearer(key)
+    )
+    assert answer.status_code == 200, answer.text
+    instance: dict[str, Any] = answer.json()["instance"]
+    return instance
+
+
+async def submit(
+    client: httpx.AsyncClient, key: str, instance_id: str, files: dict[str, str], idem: str
+) -> httpx.Response:
+    return await client.post(
+        f"/v1/instances/{instance_id}/submissions",
+        json={"files": files},
+        headers=bearer(key, idem),
+    )
+
+
+async def verdict(
+    client: httpx.AsyncClient, key: str, submission_id: str, within: float = 120
+) -> dict[str, Any]:
+    async def done() -> dict[str, Any] | None:
+        answer = await client.get(f"/v1/submissions/{submission_id}", headers=bearer(key))
+        assert answer.status_code == 200, answer.text
+        body: dict[str, Any] = answer.json()
+        return body if body["status"] in DONE else None
+
+    return await eventually(done, within, f"submission {submission_id}'s verdict", every=0.1)
+
+
+async def graded(
+    client: httpx.AsyncClient, key: str, instance_id: str, files: dict[str, str], idem: str
+) -> dict[str, Any]:
+    answer = await submit(client, key, instance_id, files, idem)
+    assert answer.status_code == 202, answer.text
+    return await verdict(client, key, answer.json()["submission"]["id"])
+
+
+async def graders_ready(pool: asyncpg.Pool, count: int = 1, within: float = 90) -> None:
+    """Once `count` workers grade python (each starts its grading prover in the background)."""
+
+    async def ready() -> bool:
+        found = await pool.fetchval(
+            "SELECT count(*) FROM workers WHERE 'python' = ANY(grading_languages)"
+        )
+        return bool(found >= count)
+
+    await eventually(ready, within, f"{count} worker(s) grading python", every=0.2)
+
+
+def grading_uids(log: Path) -> list[int]:
+    """The sandbox uids of the grading slots, from a worker's JSON log."""
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if "slot_uids" in record:
+                return [int(uid) for uid in record["slot_uids"] if uid is not None]
+    raise AssertionError(f"no grading start line in {log}")
