@@ -4,19 +4,25 @@ gold a grader compares a fix with (role qa_reviewer)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
-from litestar.params import FromPath, HeaderParameter, JSONBody
+from litestar.params import FromPath, JSONBody
 
 from core import idempotency
 from generation import gradings
 from pool import serving, submissions
 from server.auth import current_caller, requires
-from server.routes.common import idempotency_key, made_by_scope, path_id, problems
+from server.routes.common import (
+    RequiredIdempotencyKey,
+    idempotency_key,
+    made_by_scope,
+    path_id,
+    problems,
+)
 from server.services import Services
 
 
@@ -49,7 +55,7 @@ async def submit(
     instance_id: FromPath[str],
     data: JSONBody[submissions.Submit],
     services: NamedDependency[Services],
-    key_header: Annotated[str | None, HeaderParameter(name="Idempotency-Key")] = None,
+    key_header: RequiredIdempotencyKey = None,
 ) -> Response[SubmissionEnvelope]:
     number = path_id(instance_id, serving.InstanceNotFound)
     key = idempotency_key(key_header, required=True)
