@@ -29,7 +29,14 @@ async def test_enqueue_read_and_cancel(client: Client, keys: dict[Role, str]) ->
     assert job["domain"] in {"python-backend", "sql-data"}
     assert job["queue_position"] == 0
     assert job["attempt"] == 0
-    assert job["spend"] == {"llm_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    assert job["spend"] == {
+        "llm_calls": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": 0.0,
+        "resumed_calls": 0,
+        "saved_usd": 0.0,
+    }
     assert job["created_at"].endswith("Z")
 
     again = await client.post(
