@@ -65,13 +65,15 @@ class LaneAtAGlance(msgspec.Struct, frozen=True, kw_only=True):
     last_failure: Failure | None
 
 
-async def page(connection: Executor, jobs: JobFilter, *, size: int) -> JobPage:
-    """At most `size` jobs, newest first."""
+async def page(
+    connection: Executor, jobs: JobFilter, *, every_domain: Sequence[str], size: int
+) -> JobPage:
+    """At most `size` jobs, newest first, of `every_domain` unless the filter names one."""
     rows = await connection.fetch(
         queries["jobs_listed"],
         list(jobs.statuses),
         list(jobs.lanes),
-        jobs.domain,
+        [jobs.domain] if jobs.domain else list(every_domain),
         jobs.before,
         size + 1,
         jobs.user_id,

@@ -396,32 +396,23 @@ SELECT lanes.lane,
 FROM (VALUES ('interactive'), ('replenish')) AS lanes(lane);
 
 -- name: jobs_listed
--- A page of jobs for the jobs page, newest first: those of the statuses $1 on the lanes $2, in
--- the domain $3 (NULL: every domain) or of the user $6 (NULL: every user), created before job
--- $4 (NULL: from the newest), at most $5, each with its model calls and their cost. Without a
--- user, the live jobs (a few hundred rows) come from their partial indexes, and the finished
--- ones from one read of generation_jobs_listed backwards per status, lane and domain, each of
--- at most $5 entries; then the newest $5 of those: one scan in time order would read the whole
--- history where the filters match few jobs (a domain that no worker can make has none). The
--- domains are found in the same index, one probe each (a loose index scan), so jobs of a domain
--- since dropped from the domain map are listed too. The literal `NOT IN` is what lets the
--- planner read that partial index. A user's jobs come from generation_jobs_of_user.
-WITH RECURSIVE groups AS (
-    SELECT s.status, l.lane, coalesce($3::text, (
-        SELECT min(j.domain) FROM generation_jobs j
-        WHERE j.status = s.status AND j.lane = l.lane
-          AND j.status NOT IN ('pending', 'generating')
-    )) AS domain
-    FROM unnest($1::text[]) AS s(status), unnest($2::text[]) AS l(lane)
-    WHERE $6::text IS NULL AND s.status NOT IN ('pending', 'generating')
-    UNION ALL
-    SELECT g.status, g.lane, (
-        SELECT min(j.domain) FROM generation_jobs j
-        WHERE j.status = g.status AND j.lane = g.lane AND j.domain > g.domain
-          AND j.status NOT IN ('pending', 'generating')
-    )
-    FROM groups g
-    WHERE g.domain IS NOT NULL AND $3::text IS NULL
+-- A page of jobs for the jobs page, newest first: those of the statuses $1 on the lanes $2 in
+-- the domains $3, of the user $6 (NULL: every user), created before job $4 (NULL: from the
+-- newest), at most $5, each with its model calls and their cost. The pending and generating
+-- jobs are a few hundred rows, read through the queue's partial indexes. The others: without
+-- a user, one read of generation_jobs_listed backwards per status, lane and domain, each of at
+-- most $5 entries, then the newest $5 of those: one scan in time order would read the whole
+-- history where the filters match few jobs (a domain that no worker can make has none); with
+-- a user, generation_jobs_of_user. Each branch repeats the status list of its index's
+-- predicate, which the planner must see to use a partial index. The groups are the caller's
+-- arrays, whose lengths the planner knows: found in the index itself (a recursive loose scan),
+-- their number is estimated at hundreds, and the statement is then costed high enough to be
+-- JIT-compiled, which takes longer than the page's reads by a hundred times.
+WITH groups AS (
+    SELECT s.status, l.lane, d.domain
+    FROM unnest($1::text[]) AS s(status), unnest($2::text[]) AS l(lane),
+         unnest($3::text[]) AS d(domain)
+    WHERE $6::text IS NULL AND s.status IN ('awaiting_review', 'completed', 'failed', 'cancelled')
 ),
 -- Where the page starts; a job deleted since (retention) had nothing older left either.
 cursor AS (
@@ -432,35 +423,34 @@ cursor AS (
            coalesce($4::bigint, 0) AS id
 ),
 page AS (
+    SELECT j.* FROM generation_jobs j, cursor c
+    WHERE j.status IN ('pending', 'generating') AND j.status = ANY($1::text[])
+      AND j.lane = ANY($2::text[]) AND j.domain = ANY($3::text[])
+      AND ($6::text IS NULL OR j.user_id = $6::text)
+      AND (j.created_at, j.id) < (c.created_at, c.id)
+    UNION ALL
     SELECT p.* FROM groups g, cursor c
     CROSS JOIN LATERAL (
         SELECT * FROM generation_jobs j
-        WHERE j.status = g.status AND j.lane = g.lane AND j.domain = g.domain
-          AND j.status NOT IN ('pending', 'generating')
+        WHERE j.status IN ('awaiting_review', 'completed', 'failed', 'cancelled')
+          AND j.status = g.status AND j.lane = g.lane AND j.domain = g.domain
           AND (j.created_at, j.id) < (c.created_at, c.id)
         ORDER BY j.created_at DESC, j.id DESC
         LIMIT $5::int
     ) p
     UNION ALL
     (SELECT j.* FROM generation_jobs j, cursor c
-     WHERE $6::text IS NULL AND j.status = ANY($1::text[]) AND j.lane = ANY($2::text[])
-       AND j.status IN ('pending', 'generating')
-       AND ($3::text IS NULL OR j.domain = $3::text)
-       AND (j.created_at, j.id) < (c.created_at, c.id)
-     ORDER BY created_at DESC, id DESC
+     WHERE j.user_id = $6::text
+       AND j.status IN ('awaiting_review', 'completed', 'failed', 'cancelled')
+       AND j.status = ANY($1::text[]) AND j.lane = ANY($2::text[])
+       AND j.domain = ANY($3::text[]) AND (j.created_at, j.id) < (c.created_at, c.id)
+     ORDER BY j.created_at DESC, j.id DESC
      LIMIT $5::int)
-    UNION ALL
-    SELECT j.* FROM generation_jobs j, cursor c
-    WHERE j.user_id = $6::text AND j.status = ANY($1::text[]) AND j.lane = ANY($2::text[])
-      AND ($3::text IS NULL OR j.domain = $3::text)
-      AND (j.created_at, j.id) < (c.created_at, c.id)
-    ORDER BY created_at DESC, id DESC
-    LIMIT $5::int
 )
 SELECT j.id, j.status, j.lane, j.user_id, j.track, j.domain, j.attempt, j.worker_id,
        j.created_at, j.started_at, j.heartbeat_at, j.finished_at, j.error, j.mission_id,
        j.instance_id, spend.llm_calls, spend.cost_usd
-FROM page j
+FROM (SELECT * FROM page ORDER BY created_at DESC, id DESC LIMIT $5::int) j
 CROSS JOIN LATERAL (
     SELECT count(*) AS llm_calls, coalesce(sum(cost_usd), 0) AS cost_usd
     FROM llm_calls WHERE job_id = j.id
@@ -469,8 +459,7 @@ ORDER BY j.created_at DESC, j.id DESC;
 
 -- name: jobs_at_a_glance_by_domain
 -- Per domain of $1 and lane: the jobs pending and generating (a few hundred live rows at
--- most, from their partial indexes) and the newest failure, one probe of
--- generation_jobs_listed.
+-- most) and the newest failure, one probe of generation_jobs_listed.
 SELECT d.domain, l.lane,
        (SELECT count(*) FROM generation_jobs
         WHERE status = 'pending' AND lane = l.lane AND domain = d.domain) AS pending,
@@ -537,19 +526,18 @@ FROM llm_spend_totals
 GROUP BY outcome, mode;
 
 -- name: llm_spend_by_day
--- The ledger per UTC day from $1 to $2, model, purpose, outcome ('started': under way, or
--- its process died mid-call) and mode, from the totals that the ledger's triggers keep per day
--- (migrations 0017 and 0020): a few rows a day, however long the ledger grows. A group whose calls have
+-- The ledger per UTC day from $1 to $2, model, purpose and outcome ('started': under way, or
+-- its process died mid-call), from the totals that the ledger's triggers keep per day
+-- (migration 0017): a few rows a day, however long the ledger grows. A group whose calls have
 -- all moved on (started, then finished) is left out.
-SELECT day, model, purpose, outcome, mode, sum(llm_calls)::bigint AS llm_calls,
+SELECT day, model, purpose, outcome, sum(llm_calls)::bigint AS llm_calls,
        sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens,
-       sum(cost_usd) AS cost_usd, sum(resumed_calls)::bigint AS resumed_calls,
-       sum(saved_usd) AS saved_usd
+       sum(cost_usd) AS cost_usd
 FROM llm_spend_daily
 WHERE day >= $1::date AND day <= $2::date
-GROUP BY day, model, purpose, outcome, mode
+GROUP BY day, model, purpose, outcome
 HAVING sum(llm_calls) <> 0
-ORDER BY day DESC, sum(cost_usd) DESC, model, purpose, outcome, mode;
+ORDER BY day DESC, sum(cost_usd) DESC, model, purpose, outcome;
 
 -- name: worker_by_name
 SELECT worker_id, heartbeat_at FROM workers WHERE name = $1::text;

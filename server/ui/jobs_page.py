@@ -40,13 +40,14 @@ async def jobs_page(
 ) -> Template:
     shown = _filter(services, status, lane, domain, user.strip(), before)
     settings = services.settings
+    domains = sorted(services.domain_map.domains)
     async with services.db.acquire() as connection:
         queued = await queue_stats.stats(
             connection, global_cap=settings.global_cap, max_pending=settings.max_pending
         )
-        glance = await job_listing.at_a_glance(connection, sorted(services.domain_map.domains))
+        glance = await job_listing.at_a_glance(connection, domains)
         fleet = await registry.live(connection, heartbeat_timeout=settings.heartbeat_timeout)
-        listed = await job_listing.page(connection, shown, size=PAGE_SIZE)
+        listed = await job_listing.page(connection, shown, every_domain=domains, size=PAGE_SIZE)
     query = _query(shown)
     return page(
         request,
@@ -59,7 +60,7 @@ async def jobs_page(
         shown=shown,
         statuses=STATUSES,
         lanes=LANES,
-        domain_choices=sorted(services.domain_map.domains),
+        domain_choices=domains,
         older=None
         if listed.older_than is None
         else urlencode([*query, ("before", listed.older_than)], doseq=True),

@@ -449,11 +449,12 @@ async def test_the_jobs_page_reads_a_page_of_entries_per_status_lane_and_domain(
     before: int | None,
 ) -> None:
     size = 50
+    domains = [domain] if domain else sorted(DOMAIN_MAP.domains)
     rows, plans = await executed_plans(
         history,
         plan_mode,
         lambda connection: connection.fetch(
-            queries["jobs_listed"], statuses, lanes, domain, before, size, user_id
+            queries["jobs_listed"], statuses, lanes, domains, before, size, user_id
         ),
     )
 
@@ -461,14 +462,14 @@ async def test_the_jobs_page_reads_a_page_of_entries_per_status_lane_and_domain(
     try:
         expected = await connection.fetch(
             """SELECT id FROM generation_jobs
-               WHERE status = ANY($1) AND lane = ANY($2) AND ($3::text IS NULL OR domain = $3)
+               WHERE status = ANY($1) AND lane = ANY($2) AND domain = ANY($3)
                  AND ($4::text IS NULL OR user_id = $4)
                  AND ($5::bigint IS NULL OR (created_at, id) < (
                      SELECT created_at, id FROM generation_jobs WHERE id = $5))
                ORDER BY created_at DESC, id DESC LIMIT $6""",
             statuses,
             lanes,
-            domain,
+            domains,
             user_id,
             before,
             size,
@@ -477,8 +478,12 @@ async def test_the_jobs_page_reads_a_page_of_entries_per_status_lane_and_domain(
         await connection.close()
     assert [row["id"] for row in rows] == [row["id"] for row in expected]
     assert rows or domain == "javascript-frontend"
-    check(plans, only={LISTED, OF_USER, *LIVE_INDEXES, PRIMARY_KEY})
+    # The queue's live rows through any of its partial indexes: a few hundred rows at most.
+    check(plans, only={LISTED, OF_USER, PENDING, GENERATING, ACTIVE_PER_USER, PRIMARY_KEY})
     read_by_id_only(plans)
+    if plan_mode == "force_custom_plan":
+        # Costed as what it reads: compiling it would take a hundred times longer than that.
+        assert not [plan["JIT"] for plan in plans if "JIT" in plan]
     if user_id:
         assert OF_USER in set().union(*(reads_of_jobs(plan["Plan"]) for plan in plans))
     ledger = {node.get("Index Name") for plan in plans for node in reads(plan, "llm_calls")}
