@@ -1,6 +1,6 @@
-"""The fuzz tier's target: a real `warmpool serve` process on a per-test database that holds
-missions awaiting review and approved, jobs and instances, and the schema the fuzzer reads from
-it with one role's key.
+"""The fuzz tier's target: a real `warmpool serve` process on a database of its own that holds
+missions awaiting review and approved, jobs and instances, shared by the three roles' runs; and
+the schema the fuzzer reads from it with one role's key.
 
 WARMPOOL_FUZZ_EXAMPLES sets the generated cases per operation, phase and role (a few by default:
 the short form the test command runs; bench/fuzz.py runs the long form); the coverage phase's
