@@ -37,7 +37,8 @@ def install(extension_dir: Path, toolchain_root: Path) -> None:
     cache = toolchain_root / _CACHE
     if not installed(cache):
         _fill(cache)
-    for source in cache.glob("pgtap*"):
+    # The control file last: once it is there, `installed` holds for every reader.
+    for source in sorted(cache.glob("pgtap*"), key=lambda path: path.suffix == ".control"):
         shutil.copy(source, extension_dir / source.name)
 
 
