@@ -52,14 +52,14 @@ def test_the_compose_file_wires_postgres_migrate_two_apis_and_two_workers() -> N
         assert service["build"]["dockerfile"] == "docker/Dockerfile"
         assert "healthcheck" in service
     assert "--no-worker" in found["api"]["command"]
-    assert any("/readyz" in part for part in found["api"]["healthcheck"]["test"])
+    assert "/readyz" in found["api"]["healthcheck"]["test"]
     assert found["worker"]["command"] == ["warmpool", "worker"]
 
 
 def test_sql_proofs_run_on_a_postgres_of_their_own_with_pgtap_and_a_memory_limit() -> None:
     found = services("compose.yaml")
     main, proofs = found["postgres"], found["proof-postgres"]
-    assert proofs["build"] == "postgres"
+    assert proofs["build"]["context"] == "postgres"
     assert "postgresql-15-pgtap" in (DOCKER / "postgres" / "Dockerfile").read_text()
     assert "build" not in main, "warmpool's own database needs no pgTAP"
     assert proofs["image"] != main["image"]
@@ -142,3 +142,84 @@ def test_what_the_image_builds_from_installs_every_file_of_the_packages(tmp_path
         if path.is_file() and "__pycache__" not in path.parts
     }
     assert sorted(files - installed) == [], "files the image would lack"
+
+
+class ComposeLoader(yaml.SafeLoader):
+    """Reads compose's `!reset`: drop what the file below set."""
+
+
+ComposeLoader.add_constructor("!reset", lambda loader, node: None)
+
+
+def on_host_network() -> dict[str, Any]:
+    """compose.host-network.yaml's services over compose.yaml's, merged the way compose
+    merges them (mappings key by key, the rest replaced), `extends` resolved, and each
+    ${VARIABLE:-default} at its default."""
+    text = re.sub(
+        r"\$\{[A-Z_0-9]+:-([^}]*)\}", r"\1", (DOCKER / "compose.host-network.yaml").read_text()
+    )
+    override = yaml.load(text, Loader=ComposeLoader)["services"]
+    merged = services("compose.yaml")
+    for name, service in override.items():
+        base = merged.get(name) or merged[service.pop("extends")]
+        merged[name] = merge(base, service)
+    return merged
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merged[key] = merge(base[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def listens_on(service: dict[str, Any]) -> int:
+    [setting] = [part for part in service["command"] if part.startswith("port=")]
+    return int(setting.removeprefix("port="))
+
+
+def test_on_the_host_network_each_process_has_its_own_port_and_worker_name() -> None:
+    found = on_host_network()
+    assert set(found) == {
+        "postgres",
+        "proof-postgres",
+        "migrate",
+        "api",
+        "api-2",
+        "worker",
+        "worker-2",
+    }
+    assert {service["network_mode"] for service in found.values()} == {"host"}
+    apis = [found["api"], found["api-2"]]
+    ports = [int(option(api["command"], "--port")) for api in apis]
+    assert len(set(ports)) == 2
+    for api, port in zip(apis, ports, strict=True):
+        assert api["ports"] is None, "a host-network container publishes no port"
+        assert option(api["command"], "--host") == "127.0.0.1"
+        assert f"http://127.0.0.1:{port}/readyz" in api["healthcheck"]["test"]
+        assert api["deploy"]["replicas"] == 1
+    workers = [found["worker"], found["worker-2"]]
+    names = {worker["environment"]["WARMPOOL_WORKER_NAME"] for worker in workers}
+    assert len(names) == 2
+    assert all(worker["deploy"]["replicas"] == 1 for worker in workers)
+
+
+def test_on_the_host_network_every_process_finds_postgres_where_it_listens() -> None:
+    found = on_host_network()
+    database, proofs = listens_on(found["postgres"]), listens_on(found["proof-postgres"])
+    assert database != proofs
+    assert f"--port={database}" in found["postgres"]["healthcheck"]["test"]
+    assert f"--port={proofs}" in found["proof-postgres"]["healthcheck"]["test"]
+    for name in ("migrate", "api", "api-2", "worker", "worker-2"):
+        url = urlsplit(interpolated(found[name]["environment"]["WARMPOOL_DATABASE_URL"]))
+        assert (url.hostname, url.port) == ("127.0.0.1", database), name
+    for name in ("worker", "worker-2"):
+        url = urlsplit(interpolated(found[name]["environment"]["WARMPOOL_PROOF_DATABASE_URL"]))
+        assert (url.hostname, url.port) == ("127.0.0.1", proofs), name
