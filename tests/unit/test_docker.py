@@ -1,7 +1,10 @@
 """The Docker deployment as written: the compose file parses and wires PostgreSQL, a separate
 PostgreSQL with pgTAP for SQL proofs, a one-shot migration, two API processes and two workers,
-each with a health check, and workers get longer than their shutdown grace to stop; what the image's build stage copies installs as a
-wheel holding every file of warmpool's packages (SQL, prompts, templates, the catalog)."""
+each with a health check, and workers get longer than their shutdown grace to stop; on the
+host's network each process gets a port and a worker name of its own and finds PostgreSQL
+where it listens; what the image's build stage copies installs as a wheel holding every file
+of warmpool's packages (SQL, prompts, templates, the catalog). scripts/docker-check builds
+and runs it all (bench/docker.py)."""
 
 from __future__ import annotations
 
