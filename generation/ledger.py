@@ -29,7 +29,7 @@ from typing import Literal
 import asyncpg
 import msgspec
 
-from core.sql import Executor, Queries, outlasting_outages
+from core.sql import DATABASE_ERRORS, Executor, Queries, outlasting_outages
 from generation.spend import Spend, spend_of
 
 queries = Queries("generation")
@@ -143,14 +143,26 @@ class Ledger:
             yield record
 
     async def submitted(self, record: CallRecord, provider_id: str) -> None:
-        """Store the provider's id of the call under way before waiting for its answer."""
+        """Store the provider's id of the call under way before waiting for its answer. Raises
+        the outage's error when it could not be stored: then nobody can find the call again,
+        and it is booked as a call without an id."""
         record.provider_id = provider_id
-        await outlasting_outages(
-            functools.partial(
-                self._db.execute, queries["llm_call_submitted"], record.call_id, provider_id
-            ),
-            what=f"storing the provider's id of call {record.call_id}",
+        store = asyncio.ensure_future(
+            outlasting_outages(
+                functools.partial(
+                    self._db.execute, queries["llm_call_submitted"], record.call_id, provider_id
+                ),
+                what=f"storing the provider's id of call {record.call_id}",
+            )
         )
+        store.add_done_callback(functools.partial(_log_unstored, record.call_id))
+        try:
+            # Shielded: a generation stopped meanwhile (released at a deploy) leaves the call
+            # open for the next attempt, which finds it by this id once it is stored.
+            await asyncio.shield(store)
+        except DATABASE_ERRORS:
+            record.provider_id = None
+            raise
 
     async def take_over(self, purpose: Purpose, try_number: int) -> OpenCall | None:
         """An earlier attempt's call of this purpose and try that the provider may still hold,
@@ -298,6 +310,13 @@ def _summed(rows: list[asyncpg.Record], key: str) -> dict[str, Spend]:
         before = summed.get(row[key])
         summed[row[key]] = spent if before is None else before + spent
     return summed
+
+
+def _log_unstored(call_id: int, store: asyncio.Future[object]) -> None:
+    if not store.cancelled() and store.exception() is not None:
+        log.error(
+            "the provider's id of call %s could not be stored: %s", call_id, store.exception()
+        )
 
 
 def _describe(error: BaseException) -> str:

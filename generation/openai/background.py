@@ -22,6 +22,7 @@ import msgspec
 import openai
 from openai.types.responses import Response
 
+from core.sql import DATABASE_ERRORS
 from generation.ledger import CallRecord, Ledger, OpenCall, Purpose, book_at_ceiling
 from generation.openai.answers import AnswerFormat, UnusableAnswer
 from generation.openai.failures import RetryPolicy, book_failed_request
@@ -117,7 +118,12 @@ class BackgroundCalls:
                         ledger=ledger,
                     )
                 else:
-                    await ledger.submitted(record, created.id)
+                    try:
+                        await ledger.submitted(record, created.id)
+                    except DATABASE_ERRORS:
+                        # Nobody could find it again: it will never be used.
+                        await self.abandon(created.id)
+                        raise
                     response = await self._wait(created.id, datetime.now(UTC) + self._timeout)
                     if response is None:
                         record.outcome = "failed"
