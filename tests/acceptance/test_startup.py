@@ -158,7 +158,7 @@ async def started(process: Process, name: str) -> None:
         assert process.popen.poll() is None, f"the worker did not start:\n{process.output()}"
         return line in process.output()
 
-    await eventually(up, 20, "the worker to start", every=0.02)
+    await eventually(up, 60, "the worker to start", every=0.02)
 
 
 async def run_worker(
@@ -330,7 +330,10 @@ async def test_with_an_openai_key_the_worker_names_the_model_and_calls_nothing_a
     assert run.returncode == 0, run.stderr
     messages = [event["message"] for event in run.events()]
     assert not any("offline" in message for message in messages), messages
-    assert "missions come from the openai provider: model gpt-4.1-nano at 127.0.0.1" in messages
+    assert (
+        "missions come from the openai provider: model gpt-4.1-nano at 127.0.0.1, background "
+        "calls" in messages
+    )
     listener.setblocking(False)
     try:
         connection, _ = listener.accept()
