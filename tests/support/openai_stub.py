@@ -212,12 +212,6 @@ class OpenAIStub:
             if schema_name is None or each.received.schema_name == schema_name
         ]
 
-    def generated(self) -> list[BackgroundResponse]:
-        """The responses that ran to an end the provider bills: every one not cancelled."""
-        return [
-            each for each in self.responses.values() if each.status(self) in ENDED - {"cancelled"}
-        ]
-
     def reported_usage(self) -> tuple[int, int]:
         """Tokens reported over every answer that carried usage."""
         reported = [r.usage for r in self.received if r.usage is not None]
