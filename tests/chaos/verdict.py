@@ -38,13 +38,14 @@ WHERE job_id IS NOT NULL GROUP BY job_id HAVING count(*) > 1
 """
 
 # A job that made a mission was completed by the attempt it ended under: that attempt's
-# mission call is on record, finished while the job was still its own.
+# mission call is on record (its own, or one it took over from an earlier attempt), finished
+# while the job was still its own.
 ENDINGS_WITHOUT_THEIR_CALL = """
 SELECT j.id, j.status, j.attempt FROM generation_jobs j
 WHERE j.status IN ('completed', 'awaiting_review') AND NOT EXISTS (
     SELECT 1 FROM llm_calls c
-    WHERE c.job_id = j.id AND c.attempt = j.attempt AND c.purpose = 'generate'
-      AND c.outcome = 'ok' AND NOT c.orphaned
+    WHERE c.job_id = j.id AND coalesce(c.resumed_by_attempt, c.attempt) = j.attempt
+      AND c.purpose = 'generate' AND c.outcome = 'ok' AND NOT c.orphaned
 )
 """
 
