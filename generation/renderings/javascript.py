@@ -52,6 +52,15 @@ _NAME = re.compile(r"[A-Za-z_$][\w$]*")
 _NUMBER = re.compile(r"\.?\d[\w.]*")
 _NAMES_IN_STRING = re.compile(r"\s*[A-Za-z_$][\w$]*(?:\s*,\s*[A-Za-z_$][\w$]*)*\s*")
 _DECLARES = frozenset({"const", "let", "var"})
+_REFLECTION = frozenset(
+    {
+        ("JSON", "stringify"),
+        ("Object", "keys"),
+        ("Object", "entries"),
+        ("Object", "getOwnPropertyNames"),
+        ("Reflect", "ownKeys"),
+    }
+)
 _STATEMENT_STARTS = _DECLARES | {";", "}", "import"}
 
 
@@ -198,8 +207,10 @@ def scan(source_files: Sequence[SourceFile]) -> Scan:
     pinned: set[str] = set(modules) | _KEYWORDS
     taken: set[str] = set(modules)
     seen_in_visible: set[str] = set()
+    reflective = False
     for file in source_files:
         found = tokens(file.text)
+        reflective = reflective or _reflects(found)
         names = {token.text for token in found if token.kind == "name"}
         taken |= names | _string_names(found)
         pinned |= _string_names(found) | _external_bindings(found)
@@ -218,10 +229,21 @@ def scan(source_files: Sequence[SourceFile]) -> Scan:
             declared |= set(_declared(found))
             written |= set(_properties(found))
     pinned |= read - written
+    if reflective:  # property names become data: `JSON.stringify`, `Object.keys`, `for in`
+        pinned |= written
     renamable = {
         name for name in (declared | written) - pinned if name in seen_in_visible and allowed(name)
     }
     return Scan(renamable=frozenset(renamable), taken=frozenset(taken))
+
+
+def _reflects(found: Sequence[Token]) -> bool:
+    """Whether the code reads property names as data."""
+    for index, token in enumerate(found[:-2]):
+        member = (token.text, found[index + 2].text) if found[index + 1].text == "." else None
+        if member in _REFLECTION or (token.text == "in" and found[index - 1].kind == "name"):
+            return True
+    return False
 
 
 def _string_names(found: Sequence[Token]) -> set[str]:

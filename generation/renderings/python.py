@@ -36,6 +36,10 @@ _BUILTIN_TYPES = (
 )  # fmt: skip
 # Modules whose import does something (opens a browser, prints, starts a program).
 _NOT_IMPORTED = frozenset({"antigravity", "this", "idlelib", "turtle", "turtledemo", "tkinter"})
+# What reads attribute names as data: renaming an attribute would change the data.
+_REFLECTION = frozenset(
+    {"asdict", "astuple", "fields", "vars", "__dict__", "_asdict", "_fields", "dumps", "__repr__"}
+)
 _BUILTIN_ATTRIBUTES = frozenset(name for kind in _BUILTIN_TYPES for name in dir(kind))
 _RESERVED = frozenset({*keyword.kwlist, *keyword.softkwlist, *dir(builtins), "self", "cls"})
 # A string that could name identifiers: "username", "cart, expected" (parametrize).
@@ -203,7 +207,8 @@ class _Facts:
         self.defined: set[str] = set()
         self.every_name: set[str] = set()
         self.pinned: set[str] = set(modules)
-        self._attributes_defined: set[str] = set()
+        self._attributes_defined: set[str] = set()  # class members, `self.name = ...`
+        self._module_names: set[str] = set()
         self._attributes_used: set[str] = set()
         # Attributes of the standard library modules the mission imports, and of their classes.
         self._library_attributes: set[str] = set()
@@ -216,7 +221,7 @@ class _Facts:
             "_test.py"
         )
         self.every_name |= _names(tree)
-        self._attributes_defined |= _members(tree.body)  # `import cart; cart.cart_total`
+        self._module_names |= _members(tree.body)  # attributes too: `import cart; cart.total`
         for node in ast.walk(tree):
             self._read_node(node, is_test=is_test, defines=defines)
 
@@ -288,13 +293,15 @@ class _Facts:
     def pinned_names(self) -> set[str]:
         pinned = set(self.pinned)
         # `.name` on something the mission did not define, or an attribute of a built-in type.
-        pinned |= self._attributes_used - self._attributes_defined
+        pinned |= self._attributes_used - self._attributes_defined - self._module_names
         known = _BUILTIN_ATTRIBUTES | self._library_attributes
         pinned |= (self._attributes_used | self._attributes_defined) & known
         for target, word in self._keywords:
             definitions = self._parameters.get(target or "", [])
             if not definitions or any(word not in explicit for explicit in definitions):
                 pinned.add(word)
+        if self.every_name & _REFLECTION:  # attribute names become data (`asdict`, `vars`)
+            pinned |= self._attributes_defined
         return pinned
 
 

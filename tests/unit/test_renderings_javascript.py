@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 
 import pytest
 
 from generation.renderings import javascript
 from generation.renderings.scan import RenderingFailed, SourceFile
+from tests.support.tools import need_command
 
 
 def renamable(**files: str) -> set[str]:
@@ -145,3 +147,55 @@ def test_arguments_are_not_properties_the_mission_writes() -> None:
     )
     assert "amount" not in found  # `event.amount` is read, and nothing writes it
     assert {"total", "event"} <= found
+
+
+RICH_PROGRAM = r"""
+'use strict';
+const DEFAULT_SHARE = 0.5;
+class Basket {
+  constructor(owner, items = []) {
+    this.owner = owner;
+    this.items = items;
+  }
+  get weight() {
+    return this.items.reduce((total, item) => total + item.grams, 0);
+  }
+  add(...found) {
+    this.items.push(...found);
+    return this;
+  }
+  static heavier(first, second) {
+    return first.weight >= second.weight ? first : second;
+  }
+}
+function summary(baskets, { share = DEFAULT_SHARE, label = (owner) => `<${owner}>` } = {}) {
+  const heaviest = baskets.reduce(Basket.heavier);
+  const { owner, items: [firstItem, ...otherItems] } = heaviest;
+  const pattern = /^[a-z]+\/\d$/;
+  const totals = baskets.map(({ owner: who, weight }) => ({ who, weight, half: weight / 2 }));
+  const matched = heaviest.items.filter((item) => pattern.test(item.code ?? '')).length;
+  return `${label(owner)} ${firstItem?.grams} ${otherItems.length} ${share * 2} ${matched} ${JSON.stringify(totals)}`;
+}
+const apple = { grams: 150, code: 'fruit/1' };
+const basketOfAda = new Basket('ada').add(apple, { grams: 50, code: 'x' });
+console.log(summary([basketOfAda, new Basket('bob', [{ grams: 10 }])], { share: 0.25 }));
+"""
+
+
+def test_renaming_every_renamable_name_keeps_what_a_rich_program_prints() -> None:
+    node = need_command("node", "nodejs")
+    found = javascript.scan([SourceFile("shop.js", RICH_PROGRAM, defines=True, visible=True)])
+    assert {"Basket", "summary", "heaviest", "firstItem", "otherItems", "apple"} <= set(
+        found.renamable
+    )
+    # The program reads keys as data (`JSON.stringify`): every property name stays.
+    assert {"grams", "weight", "who", "half", "owner", "items"}.isdisjoint(found.renamable)
+    renames = {name: f"{name}Renamed" for name in found.renamable}
+    renamed = javascript.rewrite("shop.js", RICH_PROGRAM, renames)
+    assert renamed != RICH_PROGRAM
+    printed = [
+        subprocess.run([node, "-e", program], capture_output=True, text=True, check=True).stdout
+        for program in (RICH_PROGRAM, renamed)
+    ]
+    assert printed[0] == printed[1]
+    assert printed[0].startswith("<ada> 150 1 0.5 1 ")

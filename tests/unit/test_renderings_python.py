@@ -270,3 +270,107 @@ def test_attributes_of_the_standard_librarys_classes_are_pinned() -> None:
     )
     assert "day" not in found  # the mission's field, but also `date.day`
     assert {"Booking", "nights", "same_day", "booking", "when"} <= found
+
+
+def test_renaming_every_renamable_name_keeps_what_a_rich_program_computes() -> None:
+    source = textwrap.dedent(
+        """
+        from __future__ import annotations
+
+        import functools
+        from dataclasses import dataclass, field
+
+        LIMIT = 3
+        counter = 0
+
+
+        def bump() -> int:
+            global counter
+            counter += 1
+            return counter
+
+
+        def logged(function):
+            @functools.wraps(function)
+            def wrapper(*arguments, **options):
+                bump()
+                return function(*arguments, **options)
+
+            return wrapper
+
+
+        @dataclass
+        class Basket:
+            owner: str
+            items: list[int] = field(default_factory=list)
+
+            def __post_init__(self) -> None:
+                self.opened = bump()
+
+            @property
+            def weight(self) -> int:
+                return sum(self.items)
+
+            @classmethod
+            def empty(cls, owner: str) -> Basket:
+                return cls(owner=owner)
+
+            @staticmethod
+            def heavier(first: Basket, second: Basket) -> Basket:
+                return first if first.weight >= second.weight else second
+
+
+        class Cart(Basket):
+            def add(self, *amounts: int, repeat: int = 1) -> Cart:
+                self.items.extend(amount for amount in amounts for _ in range(repeat))
+                return self
+
+
+        @logged
+        def summary(baskets: list[Basket], *, limit: int = LIMIT) -> str:
+            heaviest = functools.reduce(Basket.heavier, baskets)
+            try:
+                share = heaviest.weight / sum(basket.weight for basket in baskets)
+            except ZeroDivisionError as problem:
+                share = str(problem)
+            if (count := len(baskets)) > limit:
+                count = limit
+            squares = {basket.owner: basket.weight**2 for basket in baskets}
+            picked = sorted(squares, key=lambda owner, scale=2: squares[owner] * scale)
+            return f"{heaviest.owner}:{share!r}:{count}:{picked}:{counter}:{heaviest.opened}"
+
+
+        result = summary(
+            [Cart.empty("ada").add(2, 3), Cart("bob").add(5, repeat=2), Basket("cy", [1])],
+            limit=2,
+        )
+        """
+    )
+    found = python.scan([SourceFile("shop.py", source, defines=True, visible=True)])
+    assert {"Basket", "Cart", "weight", "heavier", "summary", "picked", "problem"} <= set(
+        found.renamable
+    )
+    renames = {name: f"{name}_renamed" for name in found.renamable}
+    renamed = python.rewrite("shop.py", source, renames)
+    assert renamed != source
+    computed = run(renamed)[renames.get("result", "result")]
+    assert computed == run(source)["result"] == "bob:0.625:2:['cy', 'ada', 'bob']:4:2"
+
+
+def test_attribute_names_read_as_data_are_pinned() -> None:
+    source = """
+        import json
+        from dataclasses import asdict, dataclass
+
+        @dataclass
+        class Page:
+            number: int
+
+        def export(page: Page) -> str:
+            return json.dumps(asdict(page))
+
+        assert export(Page(1)) == '{"number": 1}'
+    """
+    found = renamable(code=source)
+    assert "number" not in found  # `asdict` makes it a key of the JSON
+    assert {"Page", "export", "page"} <= found
