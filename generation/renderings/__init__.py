@@ -20,19 +20,18 @@ tests.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import ModuleType
 
 import msgspec
 
 from generation.renderings import javascript, python, sql
 from generation.renderings.naming import Plan, vocabulary
-from generation.renderings.scan import RenderingFailed, SourceFile, renamed_prose
+from generation.renderings.scan import Language, RenderingFailed, SourceFile, renamed_prose
 
 __all__ = ["Renderer", "Rendering", "RenderingFailed", "Sources", "rename_prose"]
 
 Files = dict[str, str]
 
-_LANGUAGES: dict[str, ModuleType] = {"python": python, "javascript": javascript, "sql": sql}
+_LANGUAGES: dict[str, Language] = {"python": python, "javascript": javascript, "sql": sql}
 
 
 class Sources(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,7 +72,7 @@ class Renderer:
             found.taken,
             vocabulary(domain),
             allowed=self._language.allowed,
-            fold=getattr(self._language, "fold", str),
+            fold=self._language.fold,
         )
 
     @property
@@ -112,5 +111,5 @@ class Renderer:
 def rename_prose(text: str, renames: Mapping[str, str], *, language: str) -> str:
     """Prose about the code (a brief, a grader's hint) with the renamed names in its code spans
     (`cart_total`) renamed, as comments and docstrings are in the code."""
-    fold = getattr(_LANGUAGES[language], "fold", str)
+    fold = _LANGUAGES[language].fold
     return renamed_prose(text, {fold(old): new for old, new in renames.items()}, fold)

@@ -80,6 +80,10 @@ def is_source(path: str) -> bool:
     return path.endswith((".js", ".mjs", ".cjs"))
 
 
+def fold(name: str) -> str:
+    return name
+
+
 def allowed(name: str) -> bool:
     return _NAME.fullmatch(name) is not None and name not in _reserved()
 

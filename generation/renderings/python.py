@@ -52,6 +52,10 @@ def is_source(path: str) -> bool:
     return path.endswith(".py")
 
 
+def fold(name: str) -> str:
+    return name
+
+
 def allowed(name: str) -> bool:
     """Whether a rendering may introduce `name`."""
     return (

@@ -4,8 +4,8 @@ prose about the code mentions."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import NamedTuple, Protocol
 
 
 class RenderingFailed(ValueError):
@@ -27,6 +27,24 @@ class Scan(NamedTuple):
     renamable: frozenset[str]
     # Names already in the mission, which no rendering may introduce.
     taken: frozenset[str]
+
+
+class Language(Protocol):
+    """The variation point: how one language's names are found and rewritten (a module)."""
+
+    def is_source(self, path: str) -> bool: ...
+
+    def allowed(self, name: str) -> bool:
+        """Whether a rendering may introduce `name`."""
+        ...
+
+    def fold(self, name: str) -> str:
+        """The language's notion of the same name (SQL folds case)."""
+        ...
+
+    def scan(self, files: Sequence[SourceFile]) -> Scan: ...
+
+    def rewrite(self, path: str, source: str, renames: Mapping[str, str]) -> str: ...
 
 
 _CODE_SPAN = re.compile(r"`[^`\n]+`")
