@@ -145,3 +145,30 @@ RETURNING name;
 SELECT name, grading_languages, grading_disabled FROM workers
 WHERE heartbeat_at > coalesce($2::timestamptz, now()) - $1::interval
 ORDER BY name;
+
+-- name: submissions_stats_of_missions
+-- Per mission: graded submissions, passed ones, and the median time from the instance's serve
+-- to a passing submission (how long a candidate takes to solve it).
+SELECT mission_id, count(*) AS count, count(*) FILTER (WHERE status = 'passed') AS passed,
+       percentile_cont(0.5) WITHIN GROUP (
+           ORDER BY extract(epoch FROM created_at - instance_created_at)
+       ) FILTER (WHERE status = 'passed') AS median_duration_s
+FROM submissions
+WHERE mission_id = ANY($1::bigint[]) AND status IN ('passed', 'failed', 'error')
+GROUP BY mission_id;
+
+-- name: gradings_in_flight
+-- For /metrics: pending and running submissions, from their partial indexes only.
+SELECT (SELECT count(*) FROM submissions WHERE status = 'pending') AS pending,
+       (SELECT count(*) FROM submissions WHERE status = 'running') AS running;
+
+-- name: submissions_of_mission
+-- For reviewers: a mission's latest submissions with the candidate's files and the code that
+-- was served (the instance's), to show the fix as a diff.
+SELECT s.id, s.instance_id, s.user_id, s.status, s.created_at, s.visible_passed,
+       s.visible_total, s.hidden_passed, s.hidden_total, s.error, s.files, i.files AS served
+FROM submissions s
+JOIN mission_instances i ON i.id = s.instance_id
+WHERE s.mission_id = $1::bigint
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT $2::int;

@@ -12,6 +12,7 @@ import msgspec
 
 from core.sql import Connection, Executor, Queries
 from qa.grading import Counts, Graded
+from qa.missions import SubmissionStats, unified_diff
 
 queries = Queries("generation", "grading_queries.sql")
 
@@ -183,6 +184,66 @@ async def say_what_worker_grades(
     await db.execute(queries["worker_grading_set_if_held"], name, worker_id, languages, disabled)
 
 
+async def stats_of_missions(db: Executor, mission_ids: list[int]) -> dict[int, SubmissionStats]:
+    """Per mission of `mission_ids` with graded submissions: how candidates fare."""
+    rows = await db.fetch(queries["submissions_stats_of_missions"], mission_ids)
+    return {
+        row["mission_id"]: SubmissionStats(
+            count=row["count"],
+            passed=row["passed"],
+            pass_rate=round(row["passed"] / row["count"], 4),
+            median_duration_s=row["median_duration_s"],
+        )
+        for row in rows
+    }
+
+
+class Reviewed(msgspec.Struct, frozen=True, kw_only=True):
+    """A submission as a reviewer reads it: its verdict and the fix against the served code."""
+
+    id: str
+    instance_id: str
+    user_id: str
+    status: SubmissionStatus
+    created_at: datetime
+    visible_tests: Counts | None
+    hidden_tests: Counts | None
+    error: str | None
+    # path -> unified diff from the served file to the candidate's
+    diff: dict[str, str]
+
+
+async def of_mission(db: Executor, mission_id: int, *, limit: int = 50) -> list[Reviewed]:
+    rows = await db.fetch(queries["submissions_of_mission"], mission_id, limit)
+    return [
+        Reviewed(
+            id=str(row["id"]),
+            instance_id=str(row["instance_id"]),
+            user_id=row["user_id"],
+            status=row["status"],
+            created_at=row["created_at"],
+            visible_tests=_counts(row, "visible"),
+            hidden_tests=_counts(row, "hidden"),
+            error=row["error"],
+            diff=unified_diff(
+                {path: row["served"].get(path, "") for path in row["files"]}, row["files"]
+            ),
+        )
+        for row in rows
+    ]
+
+
+class InFlight(msgspec.Struct, frozen=True):
+    pending: int
+    running: int
+
+
+async def in_flight(db: Executor) -> InFlight:
+    row = await db.fetchrow(queries["gradings_in_flight"])
+    assert row is not None
+    return InFlight(row["pending"], row["running"])
+
+
 class GraderStatus(msgspec.Struct, frozen=True):
     languages: frozenset[str]
     # language -> each live worker's reason it cannot grade it
@@ -203,9 +264,10 @@ async def live_graders(
 
 
 def _counts(row: asyncpg.Record, prefix: str) -> Counts | None:
-    if row[f"{prefix}_total"] is None:
+    total = row[f"{prefix}_total"]
+    if total is None:
         return None
-    return Counts(row[f"{prefix}_passed"], row[f"{prefix}_failed"], row[f"{prefix}_total"])
+    return Counts(row[f"{prefix}_passed"], total - row[f"{prefix}_passed"], total)
 
 
 def _view(row: asyncpg.Record) -> Submission:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 import asyncpg
 import msgspec
@@ -21,6 +22,7 @@ from generation import gradings
 from generation.gradings import GradingLimits, Submission
 from pool import serving
 from qa.grading import hidden_test_ids
+from qa.missions import NO_SUBMISSIONS, MissionSummary, grading_flag
 from qa.results import ProofRun
 
 queries = Queries("pool")
@@ -99,6 +101,22 @@ async def submit(
         if submitted.created:
             await gradings.wake_graders(connection)
         return await gradings.get(connection, submitted.submission_id), submitted.created
+
+
+M = TypeVar("M", bound=MissionSummary)
+
+
+async def with_submissions(db: Executor, missions: list[M]) -> list[M]:
+    """The missions with how candidates fare on them, and the flag a reviewer should see."""
+    found = await gradings.stats_of_missions(db, [int(mission.id) for mission in missions])
+    return [
+        msgspec.structs.replace(
+            mission,
+            submissions=(stats := found.get(int(mission.id), NO_SUBMISSIONS)),
+            flag=grading_flag(stats),
+        )
+        for mission in missions
+    ]
 
 
 async def for_grader(db: Executor, instance_id: int) -> QaInstance:

@@ -48,6 +48,35 @@ def no_code_proof() -> MissionProof:
     return MissionProof(gold=None, sabotage_tries=[], verdict=NO_CODE_VERDICT)
 
 
+# A mission whose pass rate over at least this many graded submissions is 0 % or 100 % is
+# flagged in the review queue: nobody solves it, or everybody does.
+FLAG_AFTER_SUBMISSIONS = 20
+
+
+class SubmissionStats(msgspec.Struct, frozen=True, kw_only=True):
+    """How candidates fare: graded submissions, those that passed, and the median time from an
+    instance's serve to a passing submission."""
+
+    count: int
+    passed: int
+    pass_rate: float | None
+    median_duration_s: float | None
+
+
+NO_SUBMISSIONS = SubmissionStats(count=0, passed=0, pass_rate=None, median_duration_s=None)
+
+
+def grading_flag(submissions: SubmissionStats) -> str | None:
+    """Why the mission's pass rate is worth a reviewer's look, if it is."""
+    if submissions.count < FLAG_AFTER_SUBMISSIONS:
+        return None
+    if submissions.passed == 0:
+        return f"nobody solves it: 0 of {submissions.count} submissions passed"
+    if submissions.passed == submissions.count:
+        return f"everybody solves it: all {submissions.count} submissions passed"
+    return None
+
+
 class MissionSummary(msgspec.Struct, frozen=True, kw_only=True):
     """A line of the review queue."""
 
@@ -65,6 +94,9 @@ class MissionSummary(msgspec.Struct, frozen=True, kw_only=True):
     reviewed_by: str | None
     reviewed_at: datetime | None
     created_at: datetime
+    submissions: SubmissionStats = NO_SUBMISSIONS
+    # Set when the pass rate says the mission is worth a look (grading_flag).
+    flag: str | None = None
 
 
 class Variant(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,7 +22,7 @@ from prometheus_client.exposition import choose_encoder
 
 from core.domains import DomainMap
 from core.sql import Connection
-from generation import ledger, queue_stats
+from generation import gradings, ledger, queue_stats
 from generation.budget import Budget, BudgetStatus
 from generation.ledger import Outcome
 from generation.queue_stats import LaneStats, QueueStats
@@ -202,12 +202,27 @@ BUDGET_GAUGES: Sequence[Figure[BudgetStatus]] = (
 )
 
 
+GRADING_GAUGES: Sequence[Figure[gradings.InFlight]] = (
+    Figure(
+        "warmpool_gradings_pending",
+        "submissions waiting for a grading slot",
+        lambda graded: graded.pending,
+    ),
+    Figure(
+        "warmpool_gradings_running",
+        "gradings running, all workers together",
+        lambda graded: graded.running,
+    ),
+)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     queue: QueueStats
     pool_stats: stats.PoolStats
     serves: dict[str, int]
     spend: ledger.LedgerTotals
+    gradings: gradings.InFlight
 
 
 async def read_snapshot(
@@ -227,6 +242,7 @@ async def read_snapshot(
             ),
             serves=await stats.serves_ever(connection, domain_map),
             spend=await ledger.totals(connection),
+            gradings=await gradings.in_flight(connection),
         )
 
 
@@ -255,6 +271,7 @@ class Scrape:
         yield from _per_label(CounterMetricFamily, "mode", modes, MODE_COUNTERS)
         if snapshot.queue.budget is not None:
             yield from _unlabelled(snapshot.queue.budget, BUDGET_GAUGES)
+        yield from _unlabelled(snapshot.gradings, GRADING_GAUGES)
         yield from self._counters.collect()
 
 

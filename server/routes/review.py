@@ -10,7 +10,7 @@ from litestar import Request, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
 
-from pool import reviews
+from pool import reviews, submissions
 from qa import review
 from qa.missions import QA_STATUSES, Mission, MissionSummary
 from server.auth import current_caller, requires
@@ -48,7 +48,7 @@ async def list_missions(
 ) -> MissionList:
     check_domain(domain, services.domain_map)
     missions = await review.list_missions(services.db, status=status, domain=domain)
-    return MissionList(missions=missions)
+    return MissionList(missions=await submissions.with_submissions(services.db, missions))
 
 
 @get(
@@ -58,7 +58,9 @@ async def list_missions(
     summary="Read a mission in full",
 )
 async def read_mission(mission_id: FromPath[str], services: NamedDependency[Services]) -> Mission:
-    return await review.get(services.db, path_id(mission_id, review.MissionNotFound))
+    mission = await review.get(services.db, path_id(mission_id, review.MissionNotFound))
+    [shown] = await submissions.with_submissions(services.db, [mission])
+    return shown
 
 
 @post(

@@ -11,7 +11,8 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, URLEncodedBody
 from litestar.response import Redirect, Template
 
-from pool import reviews
+from generation import gradings
+from pool import reviews, submissions
 from qa import review
 from qa.missions import QA_STATUSES, Mission
 from qa.results import ProofRun
@@ -40,7 +41,8 @@ async def queue_page(
     domain: FromQuery[str] = "",
 ) -> Template:
     check_domain(domain or None, services.domain_map)
-    missions = await review.list_missions(services.db, status=status, domain=domain or None)
+    listed = await review.list_missions(services.db, status=status, domain=domain or None)
+    missions = await submissions.with_submissions(services.db, listed)
     return page(
         request,
         "queue.html",
@@ -60,7 +62,8 @@ async def mission_page(
     services: NamedDependency[Services],
     reviewer: NamedDependency[Caller],
 ) -> Template:
-    mission = await review.get(services.db, path_id(mission_id, review.MissionNotFound))
+    read = await review.get(services.db, path_id(mission_id, review.MissionNotFound))
+    [mission] = await submissions.with_submissions(services.db, [read])
     unchanged = {
         path: code
         for path, code in mission.gold_files.items()
@@ -74,6 +77,7 @@ async def mission_page(
         changed=side_by_side.compare(mission.gold_files, mission.sabotaged_files),
         unchanged=unchanged,
         runs=_labelled_runs(mission),
+        submissions=await gradings.of_mission(services.db, int(mission.id)),
     )
 
 

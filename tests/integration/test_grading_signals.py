@@ -1,0 +1,109 @@
+"""What grading tells QA: per mission, the graded submissions, the pass rate and the median time
+from a serve to a passing fix, in the API, the review queue's flag, the reviewer UI (with each
+fix as a diff against the served code) and /metrics."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import asyncpg
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from qa.missions import FLAG_AFTER_SUBMISSIONS
+from server.auth import Role
+from tests.support.grading import PYTHON, stock
+from tests.support.http import bearer, sign_in
+
+Client = AsyncTestClient[Litestar]
+
+
+async def graded_submissions(
+    pool: asyncpg.Pool, mission_id: int, statuses: list[str], after: timedelta
+) -> None:
+    """One instance per submission, each graded `after` its serve, as a grader would leave it."""
+    for number, status in enumerate(statuses):
+        instance_id = await pool.fetchval(
+            """INSERT INTO mission_instances (mission_id, user_id, track, domain, language, title,
+                   brief, files, serve_number)
+               SELECT id, $2, 'backend-engineer', domain, language, title, brief,
+                      sabotaged_files || test_files, $3
+               FROM missions WHERE id = $1
+               RETURNING id""",
+            mission_id,
+            f"candidate-{number}",
+            number + 1,
+        )
+        await pool.execute(
+            """INSERT INTO submissions (instance_id, mission_id, user_id, language,
+                   instance_created_at, caller, idempotency_key, fingerprint, files, code_files,
+                   visible_test_files, hidden_test_files, status, attempt, created_at,
+                   finished_at, visible_passed, visible_failed, visible_total, hidden_passed,
+                   hidden_failed, hidden_total)
+               SELECT i.id, i.mission_id, i.user_id, 'python', i.created_at, 'test', $2, '\\x00',
+                      $4, $4, '{}', '{}', $3, 1, i.created_at + $5, i.created_at + $5,
+                      2, 0, 2, CASE WHEN $3 = 'passed' THEN 2 ELSE 0 END,
+                      CASE WHEN $3 = 'passed' THEN 0 ELSE 2 END, 2
+               FROM mission_instances i WHERE i.id = $1""",
+            instance_id,
+            f"key-{mission_id}-{number}",
+            status,
+            {"pricing.py": f"def total(prices, discount):\n    return {number}\n"},
+            after,
+        )
+
+
+async def test_a_mission_nobody_solves_is_flagged_and_one_solved_is_not(
+    client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
+) -> None:
+    reviewer = bearer(keys["qa_reviewer"])
+    nobody = await stock(pool, PYTHON)
+    await graded_submissions(pool, nobody, ["failed"] * FLAG_AFTER_SUBMISSIONS, timedelta(0))
+    some = await stock(pool, PYTHON)
+    statuses = ["passed", "passed", "failed", "passed"] + ["error"] * FLAG_AFTER_SUBMISSIONS
+    await graded_submissions(pool, some, statuses, timedelta(minutes=10))
+
+    read = (await client.get(f"/v1/qa/missions/{nobody}", headers=reviewer)).json()
+    assert read["submissions"] == {
+        "count": FLAG_AFTER_SUBMISSIONS,
+        "passed": 0,
+        "pass_rate": 0.0,
+        "median_duration_s": None,
+    }
+    assert read["flag"] == f"nobody solves it: 0 of {FLAG_AFTER_SUBMISSIONS} submissions passed"
+    read = (await client.get(f"/v1/qa/missions/{some}", headers=reviewer)).json()
+    count = len(statuses)
+    assert read["submissions"] == {
+        "count": count,
+        "passed": 3,
+        "pass_rate": round(3 / count, 4),
+        "median_duration_s": 600.0,
+    }
+    assert read["flag"] is None
+
+    queue = await client.get("/v1/qa/missions?status=approved", headers=reviewer)
+    flags = {mission["id"]: mission["flag"] for mission in queue.json()["missions"]}
+    assert flags == {str(nobody): read_flag(FLAG_AFTER_SUBMISSIONS), str(some): None}
+
+    await sign_in(client, keys["qa_reviewer"])
+    page = await client.get("/qa/?status=approved")
+    assert read_flag(FLAG_AFTER_SUBMISSIONS) in page.text
+    page = await client.get(f"/qa/missions/{some}")
+    assert "3 of 24 graded submissions passed" in page.text
+    assert "+    return 3" in page.text, "each fix is shown against the served code"
+
+
+def read_flag(count: int) -> str:
+    return f"nobody solves it: 0 of {count} submissions passed"
+
+
+async def test_metrics_count_the_gradings_pending_and_running(
+    client: Client, pool: asyncpg.Pool
+) -> None:
+    mission = await stock(pool, PYTHON)
+    await graded_submissions(pool, mission, ["failed", "failed", "failed"], timedelta(0))
+    await pool.execute("UPDATE submissions SET status = 'pending' WHERE user_id = 'candidate-0'")
+    await pool.execute("UPDATE submissions SET status = 'running' WHERE user_id = 'candidate-1'")
+    text = (await client.get("/metrics")).text
+    assert "\nwarmpool_gradings_pending 1.0\n" in text
+    assert "\nwarmpool_gradings_running 1.0\n" in text
