@@ -58,7 +58,9 @@ async def grading(database_url: str, pool: asyncpg.Pool, tmp_path: Path) -> Asyn
         "WARMPOOL_GRADING_TIME_LIMIT_SECONDS": str(TIME_LIMIT),
         "WARMPOOL_TICK_SECONDS": "1",
     }
-    with running_server(database_url, tmp_path, worker=True, overrides=overrides) as url:
+    with running_server(
+        database_url, tmp_path, worker=True, overrides=overrides, ready_within=120
+    ) as url:
         await graders_ready(pool)
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             yield Grading(client, keys, tmp_path)

@@ -96,6 +96,7 @@ def running_server(
     *,
     worker: bool = False,
     overrides: Mapping[str, str] | None = None,
+    ready_within: float = 30,
 ) -> Iterator[str]:
     port = free_port()
     arguments = [sys.executable, "-m", "server", "serve", "--port", str(port)]
@@ -104,7 +105,7 @@ def running_server(
     process = spawn(arguments, environment(database_url, overrides), log_dir / f"serve-{port}.log")
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process)
+        wait_ready(url, process, ready_within)
         yield url
     finally:
         process.stop()

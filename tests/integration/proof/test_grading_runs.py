@@ -1,0 +1,79 @@
+"""A grading's two runs with the real sandbox, per language of the offline catalog: the gold
+passes with the hidden tests checked against the ids its trusted proof found, the planted bug
+fails, a hidden report naming other tests proves nothing, and a fix that forges its visible
+report is caught by the runner's exit status."""
+
+from __future__ import annotations
+
+import pytest
+
+from generation.offline import catalog, saboteur
+from generation.offline.catalog import CatalogMission
+from qa.grading import grade, hidden_test_ids
+from qa.proof import Prover
+from tests.support.proving import require
+
+FIRST_OF_EACH = [
+    next(mission for mission in catalog.load() if mission.language == language)
+    for language in ("python", "javascript", "sql")
+]
+
+
+@pytest.mark.parametrize("mission", FIRST_OF_EACH, ids=lambda mission: mission.language)
+async def test_the_gold_passes_and_the_bug_fails_in_the_untrusted_sandbox(
+    mission: CatalogMission, prover: Prover
+) -> None:
+    require(prover, mission.language, "untrusted")
+    proven = await prover.run(
+        mission.language, mission.gold_files, mission.hidden_test_files, trust="trusted"
+    )
+    expected = hidden_test_ids(proven)
+    assert expected
+    gold = await grade(
+        prover,
+        mission.language,
+        mission.gold_files,
+        mission.test_files,
+        mission.hidden_test_files,
+        expected,
+    )
+    assert (gold.status, gold.error) == ("passed", None)
+    assert gold.hidden.total == len(expected)
+    assert gold.visible.passed == gold.visible.total > 0
+
+    bug = saboteur.sabotage(mission, seed=1, try_number=1).sabotaged_files
+    broken = await grade(
+        prover, mission.language, bug, mission.test_files, mission.hidden_test_files, expected
+    )
+    assert broken.status == "failed"
+
+    forged = await grade(
+        prover,
+        mission.language,
+        mission.gold_files,
+        mission.test_files,
+        mission.hidden_test_files,
+        [*expected, "a hidden test the report left out"],
+    )
+    assert forged.status == "error"
+    assert forged.error == "the hidden tests' report does not match the mission's hidden tests"
+
+
+async def test_a_report_rewritten_by_the_candidates_code_is_not_passed(prover: Prover) -> None:
+    require(prover, "python", "untrusted")
+    mission = FIRST_OF_EACH[0]
+    [path] = mission.gold_files
+    # At exit, after pytest wrote its report: every test "passed", whatever happened.
+    forger = mission.gold_files[path] + (
+        "\nimport atexit, glob\n"
+        "def _forge():\n"
+        "    for report in glob.glob('.proof/*.xml'):\n"
+        "        open(report, 'w').write('<testsuite><testcase classname=\"x\" name=\"y\"/>'\n"
+        "                                '</testsuite>')\n"
+        "atexit.register(_forge)\n"
+    )
+    broken = forger.replace("def ", "def _unused_", 1)  # the first function no longer exists
+    verdict = await grade(
+        prover, "python", {path: broken}, mission.test_files, mission.hidden_test_files, None
+    )
+    assert verdict.status != "passed"
