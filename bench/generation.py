@@ -64,6 +64,7 @@ async def main(arguments: argparse.Namespace) -> None:
         slots=arguments.cap,
     )
     pipeline = MissionPipeline(
+        db=pool,
         provider=OfflineProvider(delay_seconds=0),
         prover=prover,
         trust="trusted",

@@ -1,5 +1,6 @@
-"""What the replenisher counts from the jobs of each domain: those pending and generating,
-how recent generations ended, and the last replenish job a pass saw."""
+"""What the replenisher counts from the jobs of each domain: the mission generations pending
+and generating, the variant jobs under way, how recent generations ended, and the last
+replenish job a pass saw."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ class DomainJobs(msgspec.Struct, frozen=True, kw_only=True):
     # Of the generations created in the window: those that made a mission, those that failed.
     generated: int
     failed: int
+    # Jobs planting another bug in an existing mission, pending or generating.
+    variant_jobs: int
     last_replenish_job_id: int | None
 
 
@@ -31,6 +34,7 @@ async def jobs_by_domain(
             generating=row["generating"],
             generated=row["generated"],
             failed=row["failed"],
+            variant_jobs=row["variant_jobs"],
             last_replenish_job_id=row["last_replenish_job_id"],
         )
         for row in rows

@@ -124,3 +124,9 @@ def _job(row: asyncpg.Record) -> Job:
         instance_id=_optional_id(row["instance_id"]),
         spend=spend_of(row),
     )
+
+
+async def variant_of(connection: Executor, job_id: int) -> int | None:
+    """The mission a variant job plants another bug in; None for a job that writes a mission."""
+    mission_id: int | None = await connection.fetchval(queries["job_variant_of"], job_id)
+    return mission_id

@@ -1,14 +1,23 @@
 """The mission pipeline a worker runs for a claimed job: write the mission, prove its gold
 (against its tests and its hidden tests), plant a bug, prove the sabotage (planting again when
 a proof refuses it) and record what it does to the hidden tests, and store the mission with
-its proof in the job's final transaction."""
+its proof in the job's final transaction.
+
+A variant job (one the replenisher ordered for an approved mission) writes nothing new: it
+plants another bug in that mission, through the same provider and the same ledger, proves it
+against the mission's tests as the first bug was proven (the gold's runs are the mission's own:
+the same files and tests), and stores it as the mission's next variant. A bug the mission
+holds already is planted again, as a failed proof is."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import asyncpg
+
 from core.domains import Domain, DomainMap
 from core.sql import Connection
+from generation import jobs
 from generation.drafts import MissionDraft, SabotageDraft
 from generation.finisher import Ending, Failed, Finished
 from generation.jobs import ClaimedJob
@@ -30,6 +39,7 @@ class MissionPipeline:
     def __init__(
         self,
         *,
+        db: asyncpg.Pool,
         provider: Provider,
         prover: Prover | None,
         trust: Trust,
@@ -37,6 +47,7 @@ class MissionPipeline:
         sabotage_tries: int,
         serve_waiting_user: ServeWaitingUser,
     ) -> None:
+        self._db = db
         self._provider = provider
         self._prover = prover
         self._trust = trust
@@ -59,6 +70,9 @@ class MissionPipeline:
         problem = self.unavailable(domain)
         if problem is not None:
             raise GenerationFailed(f"domain {domain.name} is disabled on this worker: {problem}")
+        target = await self._mission_to_vary(job)
+        if target is not None:
+            return await self._vary(job, domain, target, ledger)
         try:
             draft = await self._provider.write_mission(domain, seed=job.id, ledger=ledger)
             if needs_proof(domain):
@@ -87,16 +101,36 @@ class MissionPipeline:
             raise GenerationFailed(
                 f"the gold solution failed its hidden tests: {hidden_verdict.reason}"
             )
+        return await self._plant(domain, draft, gold, hidden_gold, job, ledger, known=[])
+
+    async def _plant(
+        self,
+        domain: Domain,
+        draft: MissionDraft,
+        gold: ProofRun,
+        hidden_gold: ProofRun | None,
+        job: ClaimedJob,
+        ledger: Ledger,
+        *,
+        known: list[dict[str, str]],
+    ) -> tuple[SabotageDraft, missions.MissionProof]:
+        """A bug, not one of the `known` ones, whose sabotage fails as the domain asks; what it
+        does to the hidden tests is recorded (a mission proven before them has none)."""
         tries: list[ProofRun] = []
+        reason = "no try planted a bug the mission does not hold already"
         for try_number in range(1, self._sabotage_tries + 1):
             sabotage = await self._provider.plant_bug(
                 domain, draft, seed=job.id, try_number=try_number, ledger=ledger
             )
+            if sabotage.sabotaged_files in known:
+                continue  # proving it again would prove nothing new
             tries.append(await self._run(domain, sabotage.sabotaged_files, draft.test_files))
             verdict = judge_sabotage(tries[-1], domain.sabotage_must_fail)
             if verdict.accepted:
-                hidden_sabotage = await self._run(
-                    domain, sabotage.sabotaged_files, draft.hidden_test_files
+                hidden_sabotage = (
+                    await self._run(domain, sabotage.sabotaged_files, draft.hidden_test_files)
+                    if draft.hidden_test_files
+                    else None
                 )
                 proof = missions.MissionProof(
                     gold=gold,
@@ -106,10 +140,61 @@ class MissionPipeline:
                     hidden_sabotage=hidden_sabotage,
                 )
                 return sabotage, proof
+            reason = verdict.reason
         raise GenerationFailed(
-            f"no planted bug passed its proof in {self._sabotage_tries} tries; the last: "
-            f"{verdict.reason}"
+            f"no planted bug passed its proof in {self._sabotage_tries} tries; the last: {reason}"
         )
+
+    async def _mission_to_vary(self, job: ClaimedJob) -> missions.MissionToVary | None:
+        """The approved mission a variant job plants another bug in; None for a mission job."""
+        async with self._db.acquire() as connection:
+            mission_id = await jobs.variant_of(connection, job.id)
+            if mission_id is None:
+                return None
+            target = await missions.to_vary(connection, mission_id)
+        if target is None:
+            raise GenerationFailed(f"mission {mission_id} is no longer served; no bug is needed")
+        return target
+
+    async def _vary(
+        self, job: ClaimedJob, domain: Domain, target: missions.MissionToVary, ledger: Ledger
+    ) -> Ending:
+        if not needs_proof(domain) or target.gold is None:
+            raise GenerationFailed(
+                f"mission {target.id} has no code to prove a bug in; it has one flaw, reviewed "
+                "by a person"
+            )
+        draft = MissionDraft(
+            title=target.title,
+            brief=target.brief,
+            gold_files=target.gold_files,
+            test_files=target.test_files,
+            hidden_test_files=target.hidden_test_files,
+        )
+        try:
+            sabotage, proof = await self._plant(
+                domain, draft, target.gold, target.hidden_gold, job, ledger, known=target.known_bugs
+            )
+        except (ProviderError, ProofUnavailable) as error:
+            raise GenerationFailed(str(error)) from error
+
+        async def store(connection: Connection) -> Finished | Failed:
+            variant_id = await missions.store_variant(
+                connection,
+                mission_id=target.id,
+                sabotaged_files=sabotage.sabotaged_files,
+                bug_summary=sabotage.bug_summary,
+                grader_hint=sabotage.grader_hint,
+                proof=proof,
+                provider=self._provider.name,
+                job_id=job.id,
+                max_serves=domain.variant_serves(target.max_serves),
+            )
+            if variant_id is None:
+                return Failed(f"planted a bug that mission {target.id} holds already; discarded")
+            return Finished(status="completed", mission_id=target.id)
+
+        return store
 
     async def _run(
         self, domain: Domain, solution: dict[str, str], tests: dict[str, str]

@@ -58,6 +58,9 @@ LIMIT 1;
 -- transaction's commit flush, and serialize every enqueue behind the disk.
 SELECT pg_notify('warmpool_jobs', '');
 
+-- name: job_variant_of
+SELECT variant_of FROM generation_jobs WHERE id = $1::bigint;
+
 -- name: job_cancel_if_pending
 UPDATE generation_jobs SET status = 'cancelled', finished_at = now()
 WHERE id = $1::bigint AND status = 'pending'
@@ -494,19 +497,24 @@ WHERE mission_id = $1::bigint AND status = 'awaiting_review'
 RETURNING id;
 
 -- name: jobs_by_domain
--- Per domain, what replenishment counts: pending and generating jobs of both lanes; how the
--- generations created in [$2, $3] ended (a mission, or a failure before one: a job failed by
--- its mission's rejection names the mission, and counts as a review outcome instead); and
--- the domain's last replenish job, whose id names the state a replenishment pass saw.
--- Retention bounds the rows scanned.
+-- Per domain, what replenishment counts: pending and generating jobs of both lanes that write
+-- missions, and the variant jobs under way (each plants a bug in a mission that exists); how
+-- the mission generations created in [$2, $3] ended (a mission, or a failure before one: a
+-- job failed by its mission's rejection names the mission, and counts as a review outcome
+-- instead), and how the variant jobs did; and the domain's last replenish job, whose id names
+-- the state a replenishment pass saw. Retention bounds the rows scanned.
 SELECT d.domain,
-       count(j.id) FILTER (WHERE j.status = 'pending') AS pending,
-       count(j.id) FILTER (WHERE j.status = 'generating') AS generating,
-       count(j.id) FILTER (WHERE j.mission_id IS NOT NULL AND j.created_at >= $2::timestamptz
+       count(j.id) FILTER (WHERE j.status = 'pending' AND j.variant_of IS NULL) AS pending,
+       count(j.id) FILTER (WHERE j.status = 'generating' AND j.variant_of IS NULL) AS generating,
+       count(j.id) FILTER (WHERE j.mission_id IS NOT NULL AND j.variant_of IS NULL
+                             AND j.created_at >= $2::timestamptz
                              AND j.created_at <= $3::timestamptz) AS generated,
        count(j.id) FILTER (WHERE j.status = 'failed' AND j.mission_id IS NULL
+                             AND j.variant_of IS NULL
                              AND j.created_at >= $2::timestamptz
                              AND j.created_at <= $3::timestamptz) AS failed,
+       count(j.id) FILTER (WHERE j.status IN ('pending', 'generating')
+                             AND j.variant_of IS NOT NULL) AS variant_jobs,
        max(j.id) FILTER (WHERE j.lane = 'replenish') AS last_replenish_job_id
 FROM unnest($1::text[]) AS d(domain)
 LEFT JOIN generation_jobs j ON j.domain = d.domain

@@ -2,10 +2,13 @@
 
 Pure arithmetic over what `pool.stats` counts in the tables, so each rule is tested alone.
 
-Supply counts serves: those left on approved missions, plus the missions in review and in
-flight, each weighted by its chance of becoming an approved mission and worth the serves a
-new mission brings. Demand is the serve rate over the lead time (p90, from a job's creation
-to its mission's approval) plus safety stock. The deficit is the larger of two needs, in
+Supply counts serves: those that can be served now (the shares left on the live variants of
+approved missions, each mission's up to its own serves left), plus the variant jobs under way,
+each worth a variant's serves, plus the missions in review and in flight, each weighted by its
+chance of becoming an approved mission and worth the serves a new mission brings once its
+variants are planted (the replenisher plants them before it orders missions). Demand is the
+serve rate over the lead time (p90, from a job's creation to its mission's approval) plus
+safety stock. The deficit is the larger of two needs, in
 generations to order: the serves that demand takes before an order placed now is ready, and
 a floor of distinct missions (the domain map's `target`), since a user is never served the
 same mission twice.
@@ -51,6 +54,10 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
 
     approved: int
     remaining_serves: int
+    # Of the remaining serves, those the live variants' shares cover.
+    servable_serves: int
+    live_variants: int
+    variant_jobs: int
     awaiting_review: int
     pending: int
     generating: int
@@ -75,7 +82,8 @@ class Forecast(msgspec.Struct, frozen=True, kw_only=True):
     supply_serves: float
     # Serves that demand takes over the lead time, with safety stock.
     demand_serves: float
-    # How long the approved stock lasts at the current serve rate; None when nobody is served.
+    # How long what can be served now lasts at the current serve rate; None when nobody is
+    # served.
     time_to_empty_s: float | None
     # Supply over the larger need (1: just enough); None when the domain needs nothing.
     cover: float | None
@@ -125,7 +133,9 @@ def forecast(domain: Domain, measured: Measured) -> Forecast:
         pass_rate
     )
     supply_missions = measured.approved + coming
-    supply_serves = measured.remaining_serves + coming * per_mission
+    per_variant = domain.variant_serves(domain.retire_after)
+    variants_coming = measured.variant_jobs * generation * per_variant
+    supply_serves = measured.servable_serves + variants_coming + coming * per_mission
     demand_serves = demand_over(rate, lead_time)
 
     # Each generation ordered now adds pass_rate missions, and their serves, in expectation.
@@ -141,7 +151,7 @@ def forecast(domain: Domain, measured: Measured) -> Forecast:
         supply_missions=supply_missions,
         supply_serves=supply_serves,
         demand_serves=demand_serves,
-        time_to_empty_s=measured.remaining_serves / rate if rate else None,
+        time_to_empty_s=measured.servable_serves / rate if rate else None,
         cover=min(needs, default=None),
         deficit=max(for_the_floor, for_demand),
     )

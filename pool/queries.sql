@@ -181,13 +181,23 @@ LIMIT 1;
 -- generation_jobs, whose retention outlasts the window) to their approval. The reviews are
 -- read from the two indexes that together hold every mission once, missions_servable and
 -- missions_out_of_stock, each by its range of review times: never the domain's whole history.
-SELECT d.domain, stock.approved, stock.remaining_serves, review.awaiting_review,
-       reviewed.approvals, reviewed.rejections, reviewed.lead_time_p90_s,
-       reviewed.lead_time_samples
+-- The servable serves are what can be served now: per mission, the shares its live variants
+-- have left, up to the serves the mission has left.
+SELECT d.domain, stock.approved, stock.remaining_serves, stock.servable_serves,
+       stock.live_variants, review.awaiting_review, reviewed.approvals, reviewed.rejections,
+       reviewed.lead_time_p90_s, reviewed.lead_time_samples
 FROM unnest($1::text[]) AS d(domain)
 CROSS JOIN LATERAL (
-    SELECT count(*) AS approved, coalesce(sum(m.max_serves - m.serve_count), 0) AS remaining_serves
+    SELECT count(*) AS approved, coalesce(sum(m.max_serves - m.serve_count), 0) AS remaining_serves,
+           coalesce(sum(least(m.max_serves - m.serve_count, shares.serves_left)), 0)::bigint
+               AS servable_serves,
+           coalesce(sum(shares.variants), 0)::bigint AS live_variants
     FROM missions m
+    CROSS JOIN LATERAL (
+        SELECT coalesce(sum(v.max_serves - v.serve_count), 0) AS serves_left, count(*) AS variants
+        FROM mission_variants v  -- the mission_variants_servable index
+        WHERE v.mission_id = m.id AND v.retired_at IS NULL
+    ) shares
     WHERE m.domain = d.domain AND m.qa_status = 'approved' AND m.retired_at IS NULL
 ) stock
 CROSS JOIN LATERAL (
@@ -212,6 +222,29 @@ CROSS JOIN LATERAL (
     ) m
     LEFT JOIN generation_jobs j ON j.id = m.job_id
 ) reviewed;
+
+-- name: missions_short_of_variants
+-- The approved missions of domain $1 whose live variants, with the variant jobs under way
+-- (each worth a variant of $2 serves), hold fewer serves than the mission has left, and how
+-- many variants each still lacks; those with the fewest serves ready first, as they run out
+-- first. At most $3.
+SELECT m.id,
+       ceil((m.max_serves - m.serve_count - shares.serves_left)::numeric / $2::int)::int
+           - jobs.under_way AS lacking
+FROM missions m
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(v.max_serves - v.serve_count), 0) AS serves_left
+    FROM mission_variants v  -- the mission_variants_servable index
+    WHERE v.mission_id = m.id AND v.retired_at IS NULL
+) shares
+CROSS JOIN LATERAL (
+    SELECT count(*) AS under_way FROM generation_jobs j  -- the generation_jobs_variant_of index
+    WHERE j.variant_of = m.id AND j.status IN ('pending', 'generating')
+) jobs
+WHERE m.domain = $1::text AND m.qa_status = 'approved' AND m.retired_at IS NULL
+  AND shares.serves_left + jobs.under_way * $2::int < m.max_serves - m.serve_count
+ORDER BY shares.serves_left, m.id
+LIMIT $3::int;
 
 -- name: serves_by_domain
 -- Per domain: the serves (instances made) in ($2, $4] and in ($3, $4], the two demand windows.

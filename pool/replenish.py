@@ -2,6 +2,14 @@
 each domain's forecast lacks (see `pool.forecast`), in the domains that some live worker can
 make: a domain none can make is ordered nothing, where the orders would only wait to expire.
 
+Before missions, a pass orders variant jobs: in a domain with code, each approved mission whose
+live variants (with the variant jobs under way) hold fewer serves than the mission has left
+gets jobs that plant another bug in it, one per missing variant, the missions with the fewest
+serves ready first, taking turns, at most the per-pass cap per domain. A variant is one
+sabotage and one proof where a mission is a whole generation, so the serves an approved
+mission has left are supplied by its bugs first; the forecast that orders missions then counts
+the variant jobs just ordered.
+
 A pass runs in one transaction under an advisory lock: a process that cannot take it skips
 its pass, since another one is counting the same pool. The counts and the enqueues share that
 transaction, so the next pass, whoever runs it, counts what this one ordered. Each order also
@@ -12,7 +20,9 @@ without the lock.
 
 from __future__ import annotations
 
+import enum
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -37,11 +47,20 @@ class ReplenishOrder(msgspec.Struct, frozen=True):
     domain: str
 
 
+class VariantOrder(msgspec.Struct, frozen=True):
+    """What a variant key stands for: another bug in this mission."""
+
+    domain: str
+    mission_id: int
+
+
 class DomainPass(msgspec.Struct, frozen=True, kw_only=True):
     domain: str
     deficit: int
     # The jobs this pass enqueued, at most the per-pass growth cap.
     enqueued: list[str]
+    # The variant jobs this pass enqueued before them, at most the cap too.
+    variant_jobs: list[str]
     # The queue refused more (the replenish lane or the queue is full): the rest waits.
     shed: bool
 
@@ -79,60 +98,98 @@ class Replenisher:
                 fleet = await registry.live(
                     connection, heartbeat_timeout=self._heartbeat_timeout, now=now
                 )
+                planted: dict[str, VariantsOrdered] = {}
+                for each in stats.describe(self._domain_map, counted, fleet).domains:
+                    if each.enabled and each.reachable:
+                        last_job = counted[each.domain].last_replenish_job_id
+                        planted[each.domain] = await self._order_variants(
+                            connection, each.domain, last_job, now
+                        )
+                ordered = {name for name, each in planted.items() if each.jobs}
+                if ordered:
+                    counted = await stats.count(connection, self._domain_map, now)
                 needy = [
                     each
                     for each in stats.describe(self._domain_map, counted, fleet).domains
-                    if each.forecast.deficit > 0 and each.enabled
+                    if each.enabled and (each.forecast.deficit > 0 or each.domain in ordered)
                 ]
                 # The least covered first: when the lane fills up, they got the room.
                 needy.sort(key=lambda each: each.forecast.cover or 0.0)
                 passes = [
                     await self._order(
-                        connection, each, counted[each.domain].last_replenish_job_id, now
+                        connection,
+                        each,
+                        counted[each.domain].last_replenish_job_id,
+                        planted.get(each.domain, VariantsOrdered()),
+                        now,
                     )
                     for each in needy
                 ]
-            if any(each.enqueued for each in passes):
+            if any(each.enqueued or each.variant_jobs for each in passes):
                 await admission.wake_dispatchers(connection)
         return ReplenishPass(ran=True, domains=passes)
+
+    async def _order_variants(
+        self, connection: Connection, name: str, last_job: int | None, now: datetime | None
+    ) -> VariantsOrdered:
+        domain = self._domain_map.domains[name]
+        if domain.language == "none":
+            return VariantsOrdered()  # one flaw per mission, reviewed by a person
+        shares = domain.variant_serves(domain.retire_after)
+        short = await connection.fetch(
+            queries["missions_short_of_variants"], name, shares, self._max_per_pass
+        )
+        lacking = {row["id"]: row["lacking"] for row in short}
+        # Taking turns: each mission short of bugs gets one before any gets a second.
+        turns = [
+            mission
+            for turn in range(max(lacking.values(), default=0))
+            for mission, count in lacking.items()
+            if count > turn
+        ]
+        ordered: list[str] = []
+        for slot, mission in enumerate(turns[: self._max_per_pass]):
+            job_id = await self._enqueue_once(
+                connection,
+                name,
+                f"{name}:vary-{mission}:after-job-{last_job or 0}:slot-{slot}",
+                idempotency.fingerprint("replenish", VariantOrder(name, mission)),
+                variant_of=mission,
+                now=now,
+            )
+            if job_id is _SHED:
+                return VariantsOrdered(ordered, shed=True)
+            if job_id is not None:
+                ordered.append(str(job_id))
+        if ordered:
+            log.info(
+                "replenishing %s: %d variant jobs",
+                name,
+                len(ordered),
+                extra={"domain": name, "job_ids": ordered},
+            )
+        return VariantsOrdered(ordered)
 
     async def _order(
         self,
         connection: Connection,
         domain_pool: stats.DomainPool,
         last_job: int | None,
+        planted: VariantsOrdered,
         now: datetime | None,
     ) -> DomainPass:
         name, deficit = domain_pool.domain, domain_pool.forecast.deficit
         fingerprint = idempotency.fingerprint("replenish", ReplenishOrder(name))
         enqueued: list[str] = []
-        for slot in range(min(deficit, self._max_per_pass)):
+        shed = planted.shed
+        for slot in range(0 if shed else min(deficit, self._max_per_pass)):
             key = f"{name}:after-job-{last_job or 0}:slot-{slot}"
-            try:
-                async with connection.transaction():  # a savepoint: a refusal takes its key back
-                    if await idempotency.claim(connection, CALLER, key, fingerprint) is not None:
-                        continue  # a pass over the same state already ordered this slot
-                    job_id = await admission.enqueue(
-                        connection,
-                        lane="replenish",
-                        user_id=None,
-                        track=None,
-                        domain=name,
-                        limits=self._limits,
-                        now=now,
-                        metrics=self._metrics,
-                    )
-                    await idempotency.remember(connection, CALLER, key, job_id=job_id)
+            job_id = await self._enqueue_once(connection, name, key, fingerprint, now=now)
+            if job_id is _SHED:
+                shed = True
+                break
+            if job_id is not None:
                 enqueued.append(str(job_id))
-            except admission.QueueFull as full:
-                log.info(
-                    "replenishing %s stopped after %d: %s",
-                    name,
-                    len(enqueued),
-                    full,
-                    extra={"domain": name},
-                )
-                return DomainPass(domain=name, deficit=deficit, enqueued=enqueued, shed=True)
         if enqueued:
             log.info(
                 "replenishing %s: deficit %d, enqueued %d",
@@ -141,4 +198,58 @@ class Replenisher:
                 len(enqueued),
                 extra={"domain": name, "job_ids": enqueued},
             )
-        return DomainPass(domain=name, deficit=deficit, enqueued=enqueued, shed=False)
+        return DomainPass(
+            domain=name,
+            deficit=deficit,
+            enqueued=enqueued,
+            variant_jobs=planted.jobs,
+            shed=shed,
+        )
+
+    async def _enqueue_once(
+        self,
+        connection: Connection,
+        name: str,
+        key: str,
+        fingerprint: bytes,
+        *,
+        variant_of: int | None = None,
+        now: datetime | None,
+    ) -> int | _Shed | None:
+        """A replenish job under `key`; None when a pass over the same state already ordered
+        it, _SHED when the queue refused it."""
+        try:
+            async with connection.transaction():  # a savepoint: a refusal takes its key back
+                if await idempotency.claim(connection, CALLER, key, fingerprint) is not None:
+                    return None
+                job_id = await admission.enqueue(
+                    connection,
+                    lane="replenish",
+                    user_id=None,
+                    track=None,
+                    domain=name,
+                    variant_of=variant_of,
+                    limits=self._limits,
+                    now=now,
+                    metrics=self._metrics,
+                )
+                await idempotency.remember(connection, CALLER, key, job_id=job_id)
+        except admission.QueueFull as full:
+            log.info("replenishing %s stopped: %s", name, full, extra={"domain": name})
+            return _SHED
+        return job_id
+
+
+class _Shed(enum.Enum):
+    SHED = "shed"
+
+
+_SHED = _Shed.SHED
+
+
+@dataclass(frozen=True)
+class VariantsOrdered:
+    """The variant jobs a pass ordered in one domain, and whether the queue refused more."""
+
+    jobs: list[str] = field(default_factory=list)
+    shed: bool = False

@@ -38,7 +38,13 @@ class DomainPool(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     approved: int
     awaiting_review: int
+    # The serves left on approved missions, and of those what can be served now: the shares
+    # their live variants have left.
     remaining_serves: int
+    servable_serves: int
+    live_variants: int
+    # Jobs planting another bug in an approved mission, pending or generating.
+    variant_jobs: int
     target: int
     # Generating now, and waiting for a slot (both lanes).
     in_flight: int
@@ -90,6 +96,9 @@ async def count(
             measured=Measured(
                 approved=missions[name]["approved"],
                 remaining_serves=missions[name]["remaining_serves"],
+                servable_serves=missions[name]["servable_serves"],
+                live_variants=missions[name]["live_variants"],
+                variant_jobs=jobs[name].variant_jobs,
                 awaiting_review=missions[name]["awaiting_review"],
                 pending=jobs[name].pending,
                 generating=jobs[name].generating,
@@ -154,6 +163,9 @@ def _domain_pool(
         approved=measured.approved,
         awaiting_review=measured.awaiting_review,
         remaining_serves=measured.remaining_serves,
+        servable_serves=measured.servable_serves,
+        live_variants=measured.live_variants,
+        variant_jobs=measured.variant_jobs,
         target=domain.target,
         in_flight=measured.generating,
         pending=measured.pending,

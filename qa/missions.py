@@ -141,6 +141,22 @@ class Mission(MissionSummary, frozen=True, kw_only=True):
     variants: list[Variant]
 
 
+class MissionToVary(msgspec.Struct, frozen=True, kw_only=True):
+    """What planting another bug in a stored mission needs: the mission as its draft was, the
+    gold's proof runs (of the tests and of the hidden tests), and the bugs it holds already."""
+
+    id: int
+    title: str
+    brief: str
+    gold_files: Files
+    test_files: Files
+    hidden_test_files: Files
+    gold: ProofRun | None
+    hidden_gold: ProofRun | None
+    max_serves: int
+    known_bugs: list[Files]
+
+
 # The renderer of a variant's own files, its first rendering.
 IDENTITY_RENDERER = "identity"
 
@@ -238,6 +254,26 @@ async def store_variant(
         IDENTITY_RENDERER,
     )
     return variant_id
+
+
+async def to_vary(connection: Executor, mission_id: int) -> MissionToVary | None:
+    """The mission, if it is still served (approved and not retired)."""
+    row = await connection.fetchrow(queries["mission_to_vary"], mission_id)
+    if row is None:
+        return None
+    proof = msgspec.convert(row["proof"], MissionProof)
+    return MissionToVary(
+        id=row["id"],
+        title=row["title"],
+        brief=row["brief"],
+        gold_files=row["gold_files"],
+        test_files=row["test_files"],
+        hidden_test_files=row["hidden_test_files"],
+        gold=proof.gold,
+        hidden_gold=proof.hidden_gold,
+        max_serves=row["max_serves"],
+        known_bugs=row["known_bugs"],
+    )
 
 
 async def variants_of(connection: Executor, mission_id: int) -> list[Variant]:

@@ -95,3 +95,11 @@ UPDATE mission_variants
 SET retired_at = now(), retired_by = $3::text, retire_reason = $4::text
 WHERE id = $2::bigint AND mission_id = $1::bigint AND retired_at IS NULL
 RETURNING id;
+
+-- name: mission_to_vary
+-- An approved, unretired mission with the sabotaged files of every bug it holds.
+SELECT m.id, m.title, m.brief, m.gold_files, m.test_files, m.hidden_test_files, m.proof,
+       m.max_serves, (SELECT coalesce(jsonb_agg(v.sabotaged_files ORDER BY v.id), '[]')
+        FROM mission_variants v WHERE v.mission_id = m.id) AS known_bugs
+FROM missions m
+WHERE m.id = $1::bigint AND m.qa_status = 'approved' AND m.retired_at IS NULL;

@@ -11,6 +11,8 @@ from decimal import Decimal
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+import asyncpg
+
 from core.domains import DomainMap
 from generation.budget import Budget
 from generation.offline import OfflineProvider
@@ -98,7 +100,11 @@ def spend_budget(settings: Settings, provider: Provider) -> Budget | None:
 
 @asynccontextmanager
 async def mission_pipeline(
-    settings: Settings, domain_map: DomainMap, database_url: str, chosen: ChosenProvider
+    db: asyncpg.Pool,
+    settings: Settings,
+    domain_map: DomainMap,
+    database_url: str,
+    chosen: ChosenProvider,
 ) -> AsyncIterator[MissionPipeline]:
     folders = places.of(settings.data_dir)
     prover = await Prover.start(
@@ -112,6 +118,7 @@ async def mission_pipeline(
         log.info("proofs: %s", line)
     try:
         pipeline = MissionPipeline(
+            db=db,
             provider=chosen.provider,
             prover=prover,
             trust=chosen.trust,

@@ -247,7 +247,7 @@ async def running_worker(
     """A worker generating real missions with the chosen provider: the mission pipeline,
     dispatched and swept, and the pool's replenishment; counted in `metrics` when this process
     serves /metrics. Beside it, the grading of candidates' fixes."""
-    async with mission_pipeline(settings, domain_map, database_url, chosen) as pipeline:
+    async with mission_pipeline(db, settings, domain_map, database_url, chosen) as pipeline:
         runtime = WorkerRuntime(
             db,
             database_url,

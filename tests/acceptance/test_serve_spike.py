@@ -91,6 +91,7 @@ async def generate_missions(
     the mission pipeline, which stores each mission with its serve limit."""
     jobs = [await enqueue(pool, None, domain=domain) for _ in range(count)]
     pipeline = MissionPipeline(
+        db=pool,
         provider=LaunchEmails(),
         prover=None,
         trust="trusted",

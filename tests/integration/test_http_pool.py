@@ -57,7 +57,14 @@ async def test_the_pool_per_domain_then_a_pass_that_refills_it(
         "marketing-copy",
     ]
     backend = by_domain["python-backend"]
-    assert CONTRACT | {"reachable", "forecast"} == set(backend)
+    variants = {"servable_serves", "live_variants", "variant_jobs"}
+    assert CONTRACT | variants | {"reachable", "forecast"} == set(backend)
+    # Missions of one bug each that covers their whole serve limit: all 800 can be served.
+    assert {key: backend[key] for key in variants} == {
+        "servable_serves": 800,
+        "live_variants": 8,
+        "variant_jobs": 0,
+    }
     assert set(backend["forecast"]) == FORECAST
     assert {key: backend[key] for key in CONTRACT} == {
         "domain": "python-backend",

@@ -226,6 +226,7 @@ async def waiting_job(
     assert created.status_code == 202, created.text
     job_id = created.json()["job"]["id"]
     pipeline = MissionPipeline(
+        db=pool,
         provider=OfflineProvider(delay_seconds=0),
         prover=None,
         trust="trusted",

@@ -25,6 +25,9 @@ PRIOR_PASS = PRIOR_APPROVED * PRIOR_GENERATED  # 0.72
 EMPTY = Measured(
     approved=0,
     remaining_serves=0,
+    servable_serves=0,
+    live_variants=0,
+    variant_jobs=0,
     awaiting_review=0,
     pending=0,
     generating=0,
@@ -82,6 +85,7 @@ def test_the_demand_over_the_lead_time_with_safety_stock_can_exceed_the_floor() 
     busy = measured(
         approved=8,
         remaining_serves=200,
+        servable_serves=200,
         serves_in_short_window=600,  # 600 serves an hour
         lead_time_p90_s=7200.0,
         lead_time_samples=10,
@@ -132,3 +136,17 @@ def test_a_broken_pipeline_does_not_multiply_the_orders() -> None:
 def test_a_domain_with_no_target_and_no_demand_needs_nothing() -> None:
     outlook = forecast(domain(target=0), EMPTY)
     assert (outlook.deficit, outlook.cover) == (0, None)
+
+
+def test_only_the_serves_that_live_variants_cover_are_supply_and_variant_jobs_add_theirs() -> None:
+    # 4 missions of 100 serves left, each with one bug of 5 serves: 20 can be served now.
+    short = measured(approved=4, remaining_serves=400, servable_serves=20, live_variants=4)
+    busy = {"serves_in_short_window": 60, "lead_time_p90_s": 3600.0, "lead_time_samples": 10}
+    outlook = forecast(domain(target=4), msgspec.structs.replace(short, **busy))
+    assert outlook.supply_serves == pytest.approx(20)
+    assert outlook.time_to_empty_s == pytest.approx(20 * 60), "20 serves at 60 an hour"
+    # Ten variant jobs under way, each a bug of 5 serves at the generation prior.
+    planting = msgspec.structs.replace(short, variant_jobs=10, **busy)
+    assert forecast(domain(target=4), planting).supply_serves == pytest.approx(
+        20 + 10 * PRIOR_GENERATED * 5
+    )

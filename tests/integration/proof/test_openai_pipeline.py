@@ -75,6 +75,7 @@ async def provider(stub: OpenAIStub, timeout_seconds: float) -> AsyncIterator[Op
 
 async def generate(pool: asyncpg.Pool, prover: Prover, provider: OpenAIProvider) -> None:
     pipeline = MissionPipeline(
+        db=pool,
         provider=provider,
         prover=prover,
         trust="untrusted",

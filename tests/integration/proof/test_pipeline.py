@@ -57,6 +57,7 @@ async def run_job(
 ) -> asyncpg.Record:
     job = await enqueue(pool, user, domain=domain)
     pipeline = MissionPipeline(
+        db=pool,
         provider=provider,
         prover=prover,
         trust=trust,
