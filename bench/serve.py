@@ -9,7 +9,8 @@ one `warmpool serve --no-worker` process: a load generator that costs the 2 core
 the same for the serve transaction run through asyncpg with as many connections,
 their ratio, and p50/p99 over HTTP at half the measured peak rate (requests sent on a fixed
 schedule, whatever the answers' speed). Then it loads 1,000,000 historical instances and
-100,000 retired missions and measures again. Goals: HTTP at least half the ceiling; p99 under
+100,000 retired missions and measures again. Each mission has `--variants` bugs, each served
+from its identity rendering, least-served first. Goals: HTTP at least half the ceiling; p99 under
 25 ms at half the peak rate; within 20 % of the empty-table figures at a million rows.
 """
 
@@ -132,9 +133,10 @@ def report(title: str, found: dict[str, Figures]) -> None:
     )
 
 
-async def stocked_database(server: str, name: str, missions: int) -> tuple[str, str]:
-    """A scratch database `name`, migrated, with `missions` approved missions whose stock never
-    runs out (every serve is a new user on one of them); its URL, and a candidate_app key."""
+async def stocked_database(server: str, name: str, missions: int, variants: int) -> tuple[str, str]:
+    """A scratch database `name`, migrated, with `missions` approved missions of `variants` bugs
+    each, each bug with its identity rendering, whose stock never runs out (every serve is a new
+    user on one of them, its least-served bug); its URL, and a candidate_app key."""
     database_url = await fresh_database(server, name)
     pool = await create_pool(database_url)
     async with pool.acquire() as connection:
@@ -149,6 +151,22 @@ async def stocked_database(server: str, name: str, missions: int) -> tuple[str, 
            FROM generate_series(1, $1::int) n""",
         missions,
     )
+    await pool.execute(
+        """WITH variant AS (
+               INSERT INTO mission_variants (mission_id, sabotaged_files, bug_summary, proof,
+                      provider, max_serves, content_hash)
+               SELECT m.id, jsonb_build_object('a.py', 'x = ' || b), 'bug ' || b, '{}', 'bench',
+                      100000000, sha256(('bug-' || b)::bytea)
+               FROM missions m CROSS JOIN generate_series(1, $1::int) b
+               RETURNING id, mission_id, sabotaged_files, max_serves
+           )
+           INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof, status,
+                  max_serves)
+           SELECT v.id, v.sabotaged_files || m.test_files, m.gold_files, 'identity', '{}',
+                  'ready', v.max_serves
+           FROM variant v JOIN missions m ON m.id = v.mission_id""",
+        variants,
+    )
     await pool.close()
     return database_url, key
 
@@ -162,7 +180,7 @@ def serving_server(database_url: str) -> AbstractContextManager[str]:
 
 async def main(arguments: argparse.Namespace) -> None:
     database_url, key = await stocked_database(
-        arguments.database_url, "bench_serve", arguments.missions
+        arguments.database_url, "bench_serve", arguments.missions, arguments.variants
     )
     with serving_server(database_url) as url:
         empty = await measure(url, database_url, key, arguments)
@@ -181,4 +199,5 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--missions", type=int, default=40, help="approved missions to serve from")
+    parser.add_argument("--variants", type=int, default=20, help="bugs of each mission")
     asyncio.run(main(parser.parse_args()))

@@ -45,6 +45,21 @@ def test_kind_defaults_and_overrides() -> None:
     ]
 
 
+def test_bug_share_and_cohort_share_default_to_five_and_no_limit() -> None:
+    default = parse(GOOD, "map.yaml").domains
+    assert (default["python-backend"].bug_share, default["python-backend"].cohort_share) == (
+        5,
+        None,
+    )
+    assert default["python-backend"].variant_serves(100) == 5
+    assert default["marketing-copy"].variant_serves(30) == 30, "no code: one flaw for all"
+    shared = parse(
+        broken(domains__python_backend__bug_share=2, domains__python_backend__cohort_share=3),
+        "map.yaml",
+    ).domains["python-backend"]
+    assert (shared.bug_share, shared.cohort_share, shared.variant_serves(1)) == (2, 3, 1)
+
+
 def broken(**changes: object) -> dict[str, object]:
     document: dict[str, Any] = yaml.safe_load(yaml.safe_dump(GOOD))
     for path, value in changes.items():
@@ -88,6 +103,18 @@ def broken(**changes: object) -> dict[str, object]:
         (
             broken(domains__marketing_copy__review="proof"),
             "review: 'proof' needs a technical domain",
+        ),
+        (
+            broken(domains__python_backend__bug_share=0),
+            "domains.python-backend.bug_share: expected a positive whole number of candidates",
+        ),
+        (
+            broken(domains__python_backend__cohort_share="two"),
+            "domains.python-backend.cohort_share: expected a positive whole number",
+        ),
+        (
+            broken(domains__marketing_copy__bug_share=3),
+            "domains.marketing-copy.bug_share: a domain without code (language none) has one flaw",
         ),
         ({"tracks": {}, "domains": {}}, "domains: define at least one domain"),
         (["not", "a", "map"], "the document: expected a mapping"),
