@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 
 from core.domains import Domain, DomainMap
-from core.sql import Connection
+from core.sql import Connection, outlasting_outages
 from generation import jobs
 from generation.drafts import MissionDraft, SabotageDraft
 from generation.finisher import Ending, Failed, Finished
@@ -146,13 +146,19 @@ class MissionPipeline:
         )
 
     async def _mission_to_vary(self, job: ClaimedJob) -> missions.MissionToVary | None:
-        """The approved mission a variant job plants another bug in; None for a mission job."""
-        async with self._db.acquire() as connection:
-            mission_id = await jobs.variant_of(connection, job.id)
-            if mission_id is None:
-                return None
-            target = await missions.to_vary(connection, mission_id)
-        if target is None:
+        """The approved mission a variant job plants another bug in; None for a mission job.
+        Read again through a database outage, as the ledger's writes are: nothing is wrong
+        with the job."""
+
+        async def read() -> tuple[int | None, missions.MissionToVary | None]:
+            async with self._db.acquire() as connection:
+                mission_id = await jobs.variant_of(connection, job.id)
+                if mission_id is None:
+                    return None, None
+                return mission_id, await missions.to_vary(connection, mission_id)
+
+        mission_id, target = await outlasting_outages(read, what=f"job {job.id}'s mission")
+        if mission_id is not None and target is None:
             raise GenerationFailed(f"mission {mission_id} is no longer served; no bug is needed")
         return target
 
