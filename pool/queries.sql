@@ -227,7 +227,9 @@ CROSS JOIN LATERAL (
 -- The approved missions of domain $1 whose live variants, with the variant jobs under way
 -- (each worth a variant of $2 serves), hold fewer serves than the mission has left, and how
 -- many variants each still lacks; those with the fewest serves ready first, as they run out
--- first. At most $3.
+-- first. At most $3. A mission whose variant jobs failed $4 times (its saboteur finds no new
+-- bug that its tests catch, say) is ordered no more: every order would fail again, and with a
+-- model each would be paid for. Retention forgets those failures with the jobs.
 SELECT m.id,
        ceil((m.max_serves - m.serve_count - shares.serves_left)::numeric / $2::int)::int
            - jobs.under_way AS lacking
@@ -238,11 +240,14 @@ CROSS JOIN LATERAL (
     WHERE v.mission_id = m.id AND v.retired_at IS NULL
 ) shares
 CROSS JOIN LATERAL (
-    SELECT count(*) AS under_way FROM generation_jobs j  -- the generation_jobs_variant_of index
-    WHERE j.variant_of = m.id AND j.status IN ('pending', 'generating')
+    SELECT count(*) FILTER (WHERE j.status IN ('pending', 'generating')) AS under_way,
+           count(*) FILTER (WHERE j.status = 'failed') AS failed
+    FROM generation_jobs j  -- the generation_jobs_variant_of index
+    WHERE j.variant_of = m.id
 ) jobs
 WHERE m.domain = $1::text AND m.qa_status = 'approved' AND m.retired_at IS NULL
   AND shares.serves_left + jobs.under_way * $2::int < m.max_serves - m.serve_count
+  AND jobs.failed < $4::int
 ORDER BY shares.serves_left, m.id
 LIMIT $3::int;
 

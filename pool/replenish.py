@@ -5,7 +5,8 @@ make: a domain none can make is ordered nothing, where the orders would only wai
 Before missions, a pass orders variant jobs: in a domain with code, each approved mission whose
 live variants (with the variant jobs under way) hold fewer serves than the mission has left
 gets jobs that plant another bug in it, one per missing variant, the missions with the fewest
-serves ready first, taking turns, at most the per-pass cap per domain. A variant is one
+serves ready first, taking turns, at most the per-pass cap per domain, until three of its
+variant jobs have failed. A variant is one
 sabotage and one proof where a mission is a whole generation, so the serves an approved
 mission has left are supplied by its bugs first; the forecast that orders missions then counts
 the variant jobs just ordered.
@@ -39,6 +40,9 @@ queries = Queries("pool")
 log = logging.getLogger(__name__)
 
 CALLER = "replenisher"
+# A mission whose variant jobs failed this often gets no more: its saboteur has run out of bugs
+# that its tests catch.
+VARIANT_FAILURES_TO_GIVE_UP = 3
 
 
 class ReplenishOrder(msgspec.Struct, frozen=True):
@@ -137,7 +141,11 @@ class Replenisher:
             return VariantsOrdered()  # one flaw per mission, reviewed by a person
         shares = domain.variant_serves(domain.retire_after)
         short = await connection.fetch(
-            queries["missions_short_of_variants"], name, shares, self._max_per_pass
+            queries["missions_short_of_variants"],
+            name,
+            shares,
+            self._max_per_pass,
+            VARIANT_FAILURES_TO_GIVE_UP,
         )
         lacking = {row["id"]: row["lacking"] for row in short}
         # Taking turns: each mission short of bugs gets one before any gets a second.

@@ -14,6 +14,7 @@ from litestar.testing import AsyncTestClient
 from core import domains, idempotency
 from core.domains import DomainMap
 from pool import requests
+from pool.replenish import VARIANT_FAILURES_TO_GIVE_UP, Replenisher
 from qa.missions import MissionProof, store_variant
 from server.auth import Role
 from server.routes.common import ServeBody
@@ -230,3 +231,26 @@ async def test_bad_cohorts_are_422(client: Client, keys: dict[Role, str]) -> Non
     for cohort, words in (("", "empty"), ("c" * 201, "200"), ("a\x00", "NUL")):
         body = {"user_id": "ada", "track": TRACK, "cohort": cohort}
         assert_problem(await client.post("/v1/serve", json=body, headers=headers), 422, words)
+
+
+async def test_the_replenisher_stops_planting_in_a_mission_whose_variant_jobs_keep_failing(
+    pool: asyncpg.Pool,
+) -> None:
+    stuck = await add_mission(pool, max_serves=25, variants=1, bug_share=5)
+    fresh = await add_mission(pool, max_serves=25, variants=1, bug_share=5)
+    for _ in range(VARIANT_FAILURES_TO_GIVE_UP):
+        await pool.execute(
+            """INSERT INTO generation_jobs (lane, domain, status, fair_time, variant_of, error)
+               VALUES ('replenish', 'python-backend', 'failed', now(), $1, 'no new bug')""",
+            stuck,
+        )
+    replenisher = Replenisher(
+        pool, shares_map(), LIMITS, max_per_pass=10, heartbeat_timeout=HEARTBEAT_TIMEOUT
+    )
+    result = await replenisher.run_once()
+    ordered = [int(job) for each in result.domains for job in each.variant_jobs]
+    rows = await pool.fetch(
+        "SELECT variant_of, count(*) FROM generation_jobs WHERE id = ANY($1) GROUP BY 1", ordered
+    )
+    # 20 serves the first bug does not cover: four more bugs, all for the fresh mission.
+    assert {row["variant_of"]: row["count"] for row in rows} == {fresh: 4}
