@@ -135,6 +135,8 @@ async def test_a_job_becomes_a_proven_mission_and_its_spend_matches_the_stub(
         "input_tokens": reported_in,
         "output_tokens": reported_out,
         "cost_usd": pytest.approx(priced("mission", "sabotage")),
+        "resumed_calls": 0,
+        "saved_usd": 0.0,
     }
 
     again = await post_job(client, keys, "first")
