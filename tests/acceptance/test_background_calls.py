@@ -196,3 +196,45 @@ async def test_a_call_in_flight_through_a_postgres_restart_is_paid_once(
         assert await assert_paid_once(pool, second, stub) == 1
     finally:
         await pool.close()
+
+
+async def test_a_frozen_worker_that_wakes_up_neither_takes_over_nor_settles_the_call(
+    pool: asyncpg.Pool, database_url: str, stub: OpenAIStub, workers: Workers
+) -> None:
+    stub.hold()
+    frozen = await workers.start(database_url, "frozen")
+    job = await enqueue(pool, None, domain=DOMAIN)
+    await eventually(lambda: open_call(pool, job, "generate"), 30, "the mission's response")
+    frozen.popen.send_signal(signal.SIGSTOP)
+    try:
+        # Its heartbeats stop: the other worker's sweeper gives the job back, and claims it.
+        await workers.start(database_url, "awake")
+        await eventually(
+            lambda: pool.fetchval(
+                "SELECT resumed_by_attempt IS NOT NULL FROM llm_calls WHERE job_id = $1", job
+            ),
+            60,
+            "the other worker to take the call over",
+        )
+    finally:
+        frozen.popen.send_signal(signal.SIGCONT)
+    stub.let_go()
+    await eventually(lambda: completed(pool, job), 60, "the job to complete")
+    assert await assert_paid_once(pool, job, stub) == 1
+    row = await pool.fetchrow(
+        "SELECT attempt, resumed_by_attempt, orphaned FROM llm_calls "
+        "WHERE job_id = $1 AND purpose = 'generate'",
+        job,
+    )
+    final = await status_of(pool, job)
+    assert row is not None
+    assert (row["attempt"], row["resumed_by_attempt"], row["orphaned"]) == (
+        1,
+        final["attempt"],
+        False,
+    )
+
+    async def let_go() -> bool:
+        return "lost its claim" in frozen.output()
+
+    await eventually(let_go, 30, "the woken worker to let the job go")
