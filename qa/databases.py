@@ -60,6 +60,10 @@ class _Abilities:
     watches_memory: bool
 
 
+# How long a run cancelled twice waits for its database to go; past it, close() still waits.
+DROP_WAIT_S = 10.0
+
+
 class ProofDatabases:
     def __init__(
         self,
@@ -172,7 +176,13 @@ class ProofDatabases:
             drop = asyncio.ensure_future(self._drop(name))
             self._drops.add(drop)
             drop.add_done_callback(self._drops.discard)
-            await asyncio.shield(drop)
+            try:
+                await asyncio.shield(drop)
+            except asyncio.CancelledError:
+                # Cancelled again while dropping (the time limit on top of a cancel): the run
+                # still ends after its database, unless dropping hangs.
+                await asyncio.wait({drop}, timeout=DROP_WAIT_S)
+                raise
 
     async def close(self) -> None:
         # The drops of runs cancelled by a stop go on, shielded: they need the pool.
