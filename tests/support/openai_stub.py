@@ -111,6 +111,7 @@ COPY_ANSWERS: dict[str, dict[str, Any]] = {
             {"path": "product-page.md", "content": "# Ember One\n\nHolds 1.7 litres.\n"}
         ],
         "test_files": [],
+        "hidden_test_files": [],
     },
     "sabotage": {
         "sabotaged_files": [
