@@ -11,6 +11,7 @@ failure in CI fails the same way on a laptop.
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,8 +148,10 @@ def role(request: pytest.FixtureRequest) -> Role:
 
 @pytest.fixture
 def api_schema(target: Target, role: Role) -> schemathesis.BaseSchema:
+    # What the command line reads from the repository's schemathesis.toml, and this run's own.
     config = schemathesis.Config.from_dict(
-        {
+        tomllib.loads((ROOT / "schemathesis.toml").read_text())
+        | {
             "headers": bearer(target.keys[role]),
             "dictionaries": {
                 name: {"values": values} for name, values in target.dictionaries.items()

@@ -11,7 +11,8 @@ from server.auth import Role
 from tests.fuzz.conftest import Target
 from tests.fuzz.fuzzer import fuzz
 
-pytestmark = pytest.mark.slow
+# A role's run is some 30 s on a quiet machine; several times that on a busy one.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 
 def test_every_phase_and_check_of_schemathesis_passes(
