@@ -111,24 +111,26 @@ async def running_grader(
     starting = asyncio.get_running_loop().create_task(
         _start(db, database_url, settings, worker_name=worker_name, worker_id=worker_id)
     )
+    starting.add_done_callback(_log_failed_start)
     try:
         yield
     finally:
         if not starting.done():
             starting.cancel()
-        started: tuple[GradingRuntime, Prover] | None = None
-        try:
-            started = await starting
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            log.exception("grading could not start on this worker")
+        await asyncio.wait([starting])
+        failed = starting.cancelled() or starting.exception() is not None
+        started = None if failed else starting.result()
         if started is not None:
             runtime, prover = started
             try:
                 await runtime.stop()
             finally:
                 await prover.close()
+
+
+def _log_failed_start(starting: asyncio.Task[tuple[GradingRuntime, Prover]]) -> None:
+    if not starting.cancelled() and (error := starting.exception()) is not None:
+        log.error("grading could not start on this worker, which grades nothing", exc_info=error)
 
 
 async def _start(

@@ -212,11 +212,14 @@ async def test_hostile_code_ends_within_the_time_limit_and_leaves_nothing(
     by_name = dict(zip(HOSTILE, verdicts, strict=True))
     for name, found in by_name.items():
         assert found["status"] in ("failed", "error"), (name, found)
+        assert found["error"], (name, found)
         # Each of the two runs is killed at the limit; a run that timed out has no second.
         assert found["duration_s"] <= 2 * TIME_LIMIT + 5, (name, found)
     assert "timed out" in by_name["loop"]["error"]
     assert "timed out" in by_name["fork-bomb"]["error"]
-    assert by_name["gigabyte"]["visible_tests"]["failed"] == 2
+    # A MemoryError in each test, or (on a loaded machine) the time limit first.
+    gigabyte = by_name["gigabyte"]
+    assert gigabyte["visible_tests"]["failed"] == 2 or "timed out" in gigabyte["error"], gigabyte
     network = by_name["network"]["tests"]
     assert all(test["outcome"] != "passed" for test in network)
     assert any("refused" in test["message"] or "unreachable" in test["message"] for test in network)
