@@ -35,9 +35,13 @@ WITH eligible AS (
                WHERE i.mission_id = m.id AND i.cohort = $7::text)
               < ($8::int[])[array_position($1::text[], m.domain)])
       AND EXISTS (
-          SELECT 1 FROM mission_variants v
-          JOIN mission_renderings r  -- the mission_renderings_servable index
-            ON r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
+          SELECT 1 FROM mission_variants v  -- the mission_variants_servable index
+          -- LATERAL with a LIMIT: one index probe per variant, never a scan of every rendering.
+          CROSS JOIN LATERAL (
+              SELECT 1 FROM mission_renderings r  -- the mission_renderings_servable index
+              WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
+              LIMIT 1
+          ) ready
           WHERE v.mission_id = m.id AND v.retired_at IS NULL
       )
 ),
@@ -57,11 +61,12 @@ chosen AS (
 ),
 variant AS (
     SELECT v.id FROM mission_variants v  -- the mission_variants_servable index
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM mission_renderings r
+        WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
+        LIMIT 1
+    ) ready
     WHERE v.mission_id = (SELECT id FROM chosen) AND v.retired_at IS NULL
-      AND EXISTS (
-          SELECT 1 FROM mission_renderings r
-          WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
-      )
     ORDER BY v.serve_count, v.id
     LIMIT 1
     FOR UPDATE OF v
@@ -77,8 +82,8 @@ rendering AS (
 served_rendering AS (
     UPDATE mission_renderings r
     SET serve_count = r.serve_count + 1
-    FROM rendering
-    WHERE r.id = rendering.id
+    -- By primary key, each update below too: a join could scan the table to find one row.
+    WHERE r.id = (SELECT id FROM rendering)
     RETURNING r.id, r.variant_id, r.files
 ),
 served_variant AS (
@@ -88,8 +93,7 @@ served_variant AS (
                           THEN coalesce($4::timestamptz, now()) END,
         retire_reason = CASE WHEN v.serve_count + 1 >= v.max_serves
                              THEN 'served ' || v.max_serves || ' times' END
-    FROM served_rendering
-    WHERE v.id = served_rendering.variant_id
+    WHERE v.id = (SELECT variant_id FROM served_rendering)
     RETURNING v.id, v.mission_id
 ),
 served AS (
@@ -99,8 +103,8 @@ served AS (
                           THEN coalesce($4::timestamptz, now()) END,
         retire_reason = CASE WHEN m.serve_count + 1 >= m.max_serves
                              THEN 'served ' || m.max_serves || ' times' END
-    FROM served_variant
-    WHERE m.id = served_variant.mission_id AND m.qa_status = 'approved' AND m.retired_at IS NULL
+    WHERE m.id = (SELECT mission_id FROM served_variant)
+      AND m.qa_status = 'approved' AND m.retired_at IS NULL
     RETURNING m.id, m.domain, m.language, m.title, m.brief, m.serve_count
 )
 INSERT INTO mission_instances
@@ -134,8 +138,11 @@ WHERE m.domain = ANY($1::text[]) AND m.qa_status = 'approved' AND m.retired_at I
           < ($4::int[])[array_position($1::text[], m.domain)])
   AND EXISTS (
       SELECT 1 FROM mission_variants v
-      JOIN mission_renderings r
-        ON r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
+      CROSS JOIN LATERAL (
+          SELECT 1 FROM mission_renderings r
+          WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
+          LIMIT 1
+      ) ready
       WHERE v.mission_id = m.id AND v.retired_at IS NULL
   )
 ORDER BY m.serve_count, random()
