@@ -534,18 +534,19 @@ FROM llm_spend_totals
 GROUP BY outcome, mode;
 
 -- name: llm_spend_by_day
--- The ledger per UTC day from $1 to $2, model, purpose and outcome ('started': under way, or
--- its process died mid-call), from the totals that the ledger's triggers keep per day
--- (migration 0017): a few rows a day, however long the ledger grows. A group whose calls have
--- all moved on (started, then finished) is left out.
-SELECT day, model, purpose, outcome, sum(llm_calls)::bigint AS llm_calls,
+-- The ledger per UTC day from $1 to $2, model, purpose, outcome ('started': under way, or
+-- its process died mid-call) and mode, from the totals that the ledger's triggers keep per day
+-- (migrations 0017 and 0020): a few rows a day, however long the ledger grows. A group whose
+-- calls have all moved on (started, then finished) is left out.
+SELECT day, model, purpose, outcome, mode, sum(llm_calls)::bigint AS llm_calls,
        sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens,
-       sum(cost_usd) AS cost_usd
+       sum(cost_usd) AS cost_usd, sum(resumed_calls)::bigint AS resumed_calls,
+       sum(saved_usd) AS saved_usd
 FROM llm_spend_daily
 WHERE day >= $1::date AND day <= $2::date
-GROUP BY day, model, purpose, outcome
+GROUP BY day, model, purpose, outcome, mode
 HAVING sum(llm_calls) <> 0
-ORDER BY day DESC, sum(cost_usd) DESC, model, purpose, outcome;
+ORDER BY day DESC, sum(cost_usd) DESC, model, purpose, outcome, mode;
 
 -- name: worker_by_name
 SELECT worker_id, heartbeat_at FROM workers WHERE name = $1::text;
