@@ -393,7 +393,7 @@ def report(
     print(f"build: {built:.0f} s")
     for image in IMAGES:
         print(f"  {image}: {size(image) / mib:.0f} MiB")
-    print(f"up and ready (both APIs, two workers): {started:.1f} s")
+    print(f"up and ready (both API processes): {started:.1f} s after the start")
     for worker in served["workers"]:
         disabled = "; ".join(f"{d}: {r}" for d, r in worker["disabled"].items()) or "none"
         print(
