@@ -98,6 +98,8 @@ def test_untrusted_proofs_are_an_opt_in_that_starts_workers_as_root_with_few_cap
     assert worker["user"] == "root"
     assert worker["cap_drop"] == ["ALL"]
     assert "SYS_ADMIN" not in worker["cap_add"]
+    # bubblewrap mounts a /proc of its own: "Can't mount proc" under the engine's masks.
+    assert "systempaths=unconfined" in worker["security_opt"]
 
 
 def test_the_image_runs_as_an_unprivileged_user_with_no_build_tools() -> None:
