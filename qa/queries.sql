@@ -103,3 +103,46 @@ SELECT m.id, m.title, m.brief, m.gold_files, m.test_files, m.hidden_test_files, 
         FROM mission_variants v WHERE v.mission_id = m.id) AS known_bugs
 FROM missions m
 WHERE m.id = $1::bigint AND m.qa_status = 'approved' AND m.retired_at IS NULL;
+
+-- name: renderings_unfingerprinted
+-- A batch of renderings no trace has fingerprinted yet (the mission_renderings_unfingerprinted
+-- index), with the files a candidate receives of each.
+SELECT id, files FROM mission_renderings
+WHERE fingerprinted_at IS NULL
+ORDER BY id
+LIMIT $1::int;
+
+-- name: rendering_fingerprints_insert
+-- Two traces may fingerprint one rendering at once: the same rows, so the second adds none.
+INSERT INTO rendering_fingerprints (hash, rendering_id)
+SELECT hash, $1::bigint FROM unnest($2::bigint[]) AS hash
+ON CONFLICT DO NOTHING;
+
+-- name: rendering_mark_fingerprinted
+UPDATE mission_renderings SET fingerprinted_at = now()
+WHERE id = $1::bigint AND fingerprinted_at IS NULL;
+
+-- name: renderings_sharing_fingerprints
+-- Each rendering holding at least $2 of the text's fingerprints, with how many it holds and
+-- their weight: a fingerprint held by n renderings weighs 1/n, so what every rendering of a
+-- mission shares says the mission, and what one rendering alone holds says that rendering.
+-- Both reads of rendering_fingerprints go through its primary key's hash prefix.
+WITH hits AS (
+    SELECT f.hash, f.rendering_id FROM rendering_fingerprints f WHERE f.hash = ANY($1::bigint[])
+),
+holders AS (
+    SELECT hash, count(*) AS renderings FROM hits GROUP BY hash
+)
+SELECT h.rendering_id, count(*) AS shared, sum(1.0 / holders.renderings)::float8 AS weight
+FROM hits h JOIN holders USING (hash)
+GROUP BY h.rendering_id
+HAVING count(*) >= $2::int
+ORDER BY weight DESC, h.rendering_id
+LIMIT $3::int;
+
+-- name: instances_of_renderings
+-- The instances served the renderings a trace found (the mission_instances_by_rendering index).
+SELECT i.id, i.mission_id, i.variant_id, i.rendering_id, i.user_id, i.cohort, i.created_at
+FROM mission_instances i
+WHERE i.rendering_id = ANY($1::bigint[])
+ORDER BY i.id;

@@ -112,6 +112,7 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
                     review.reject_mission,
                     review.retire_mission,
                     review.retire_variant,
+                    review.trace_text,
                 ]
             ),
             ui.router(settings),

@@ -24,6 +24,7 @@ from generation.jobs import JobNotFound, JobNotPending, JobOfThePool
 from pool import submissions
 from pool.requests import TrackCannotBeMade
 from pool.serving import InstanceNotFound
+from qa import trace
 from qa.review import InvalidReview, MissionNotFound, MissionStateConflict, VariantNotFound
 from server.deadline import RequestTimedOut
 
@@ -62,6 +63,8 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     VariantNotFound: (404, "Variant not found", None),
     MissionStateConflict: (409, "Mission is not in the expected state", None),
     InvalidReview: (422, "Invalid review", None),
+    trace.TraceTextTooLarge: (413, "Text too large to trace", None),
+    trace.InvalidTrace: (422, "Text cannot be traced", None),
     RequestTimedOut: (503, "Request timed out", DATABASE_RETRY_AFTER_SECONDS),
     submissions.InvalidSubmission: (422, "Invalid submission", None),
     submissions.InstanceWithoutCode: (422, "Nothing to grade", None),

@@ -11,7 +11,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
 
 from pool import reviews, submissions
-from qa import review
+from qa import review, trace
 from qa.missions import QA_STATUSES, Mission, MissionSummary
 from server.auth import current_caller, requires
 from server.openapi import DOMAINS, OneOf, Text
@@ -25,6 +25,15 @@ class MissionList(msgspec.Struct):
 
 class Approval(msgspec.Struct, forbid_unknown_fields=True):
     note: Annotated[str, Text(max_length=review.MAX_NOTE_CHARACTERS, pattern=NO_NUL)] | None = None
+
+
+class TraceBody(msgspec.Struct, forbid_unknown_fields=True):
+    # The byte limit is trace.texts_of's, with its own answer; this only bounds the parse.
+    text: Annotated[str, Text(min_length=1, max_length=trace.MAX_TEXT_BYTES + 1)]
+
+
+class TraceMatches(msgspec.Struct):
+    matches: list[trace.Match]
 
 
 class Reason(msgspec.Struct, forbid_unknown_fields=True):
@@ -137,3 +146,16 @@ async def retire_variant(
     return await reviews.retire_variant(
         services.db, number, variant, reviewer=reviewer, reason=data.reason
     )
+
+
+@post(
+    "/v1/qa/trace",
+    guards=[requires("qa_reviewer")],
+    status_code=200,
+    responses=problems(400, 401, 403, 413, 422, 503),
+    summary="Name the instances a leaked text came from, best match first",
+)
+async def trace_text(
+    services: NamedDependency[Services], data: JSONBody[TraceBody]
+) -> TraceMatches:
+    return TraceMatches(matches=await trace.trace(services.db, data.text))

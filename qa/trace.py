@@ -1,0 +1,114 @@
+"""Tracing a leaked text to the instances it came from: the renderings whose fingerprints it
+shares (`qa.fingerprints`), best first, and the instances served each.
+
+Renderings are fingerprinted here, by the trace, before it looks anything up: whichever path
+stored a rendering, the first trace after it covers it, and the serve never pays for it. A
+rendering matches when it holds at least MIN_SHARE of the text's fingerprints; its score is
+the weight of those it holds (each weighs 1 / how many renderings hold it) over the text's
+count, so fingerprints common to many renderings (the mission's tests, say, shared by its
+variants) add little and a rendering holding the text alone scores 1. Instances served one
+rendering are matches scored alike: the rendering is as far as a text can tell them apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from datetime import datetime
+
+import asyncpg
+import msgspec
+
+from core.sql import Queries
+from qa import fingerprints
+
+queries = Queries("qa")
+
+MAX_TEXT_BYTES = 1_000_000
+MIN_LINES = 20
+MIN_SHARE = 0.5
+MAX_RENDERINGS = 20
+_BATCH = 200
+
+
+class InvalidTrace(ValueError):
+    """A text that cannot be traced; the message says why."""
+
+
+class TraceTextTooLarge(InvalidTrace):
+    pass
+
+
+class Match(msgspec.Struct, frozen=True, kw_only=True):
+    instance_id: str
+    mission_id: str
+    variant_id: str | None
+    user_id: str
+    cohort: str | None
+    served_at: datetime
+    score: float
+
+
+def texts_of(text: str) -> list[str]:
+    """The files of a leaked copy (a JSON object of file texts, as an instance's `files`), or
+    the text itself; refused when it is too big or holds fewer than MIN_LINES lines of code."""
+    if len(text.encode()) > MAX_TEXT_BYTES:
+        raise TraceTextTooLarge(
+            f"a text to trace holds at most {MAX_TEXT_BYTES} bytes, got {len(text.encode())}"
+        )
+    try:
+        files = msgspec.json.decode(text, type=dict[str, str])
+    except msgspec.DecodeError:
+        files = {"text": text}
+    lines = sum(1 for body in files.values() for line in body.splitlines() if line.strip())
+    if lines < MIN_LINES:
+        raise InvalidTrace(
+            f"a text to trace holds at least {MIN_LINES} lines that are not blank, got {lines}:"
+            " paste a whole instance or a longer part of one file"
+        )
+    return list(files.values())
+
+
+async def fingerprint_pending(pool: asyncpg.Pool) -> int:
+    """Fingerprint every rendering not yet fingerprinted; how many were."""
+    done = 0
+    while batch := await pool.fetch(queries["renderings_unfingerprinted"], _BATCH):
+        for row in batch:
+            files: dict[str, str] = row["files"]
+            hashes = await asyncio.to_thread(fingerprints.of_files, files.values())
+            async with pool.acquire() as connection, connection.transaction():
+                await connection.execute(
+                    queries["rendering_fingerprints_insert"], row["id"], list(hashes)
+                )
+                await connection.execute(queries["rendering_mark_fingerprinted"], row["id"])
+        done += len(batch)
+    return done
+
+
+async def trace(pool: asyncpg.Pool, text: str) -> list[Match]:
+    hashes = await asyncio.to_thread(fingerprints.of_files, texts_of(text))
+    if not hashes:
+        return []
+    await fingerprint_pending(pool)
+    renderings = await pool.fetch(
+        queries["renderings_sharing_fingerprints"],
+        list(hashes),
+        math.ceil(MIN_SHARE * len(hashes)),
+        MAX_RENDERINGS,
+    )
+    scores = {row["rendering_id"]: row["weight"] / len(hashes) for row in renderings}
+    instances = await pool.fetch(queries["instances_of_renderings"], list(scores))
+    matches = [
+        Match(
+            instance_id=str(row["id"]),
+            mission_id=str(row["mission_id"]),
+            variant_id=None if row["variant_id"] is None else str(row["variant_id"]),
+            user_id=row["user_id"],
+            cohort=row["cohort"],
+            served_at=row["created_at"],
+            score=round(scores[row["rendering_id"]], 4),
+        )
+        for row in instances
+    ]
+    # Python's sort is stable: instances of one rendering stay in the order they were served.
+    return sorted(matches, key=lambda match: -match.score)

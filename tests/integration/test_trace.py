@@ -1,0 +1,146 @@
+"""Tracing leaks over HTTP: each served instance's files, and a reformatted 20-line fragment of
+one of them, trace back to that instance first; a file of another mission traces to nothing;
+texts too short or too big are refused; the lookup reads the fingerprints through their index."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from generation.offline import catalog, saboteur
+from generation.offline.catalog import CatalogMission
+from generation.renderings import Renderer, Sources
+from qa import trace
+from server.auth import Role
+from tests.support.http import assert_problem, bearer
+from tests.support.missions import add_mission
+
+Client = AsyncTestClient[Litestar]
+RENDERINGS = 3
+pytestmark = pytest.mark.usefixtures("standing_worker")
+
+PYTHON = [mission for mission in catalog.load() if mission.language == "python"]
+SERVED, HELD_BACK = PYTHON[:2], PYTHON[2]
+
+
+async def store_renderings(pool: asyncpg.Pool, mission: CatalogMission) -> None:
+    """A mission whose one variant is the catalog's bug, served in renderings of their own."""
+    mission_id = await add_mission(pool, max_serves=RENDERINGS)
+    variant_id = await pool.fetchval(
+        "SELECT id FROM mission_variants WHERE mission_id = $1", mission_id
+    )
+    # Every instance of this run is a rendering of its own: the identity one is not served.
+    await pool.execute(
+        "UPDATE mission_renderings SET status = 'discarded' WHERE variant_id = $1", variant_id
+    )
+    sabotage = saboteur.sabotage(mission, seed=1, try_number=1)
+    renderer = Renderer(
+        Sources(
+            gold_files=mission.gold_files,
+            test_files=mission.test_files,
+            sabotaged_files=sabotage.sabotaged_files,
+        ),
+        language="python",
+        domain="python-backend",
+    )
+    for number in range(RENDERINGS):
+        rendering = renderer.render(number)
+        await pool.execute(
+            """INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof,
+                   status, max_serves)
+               VALUES ($1, $2, $3, 'renamed', '{"verdict": "test"}', 'ready', 1)""",
+            variant_id,
+            rendering.sabotaged_files | rendering.test_files,
+            rendering.gold_files,
+        )
+
+
+async def serve(client: Client, key: str, user: str) -> dict[str, Any]:
+    answer = await client.post(
+        "/v1/serve", json={"user_id": user, "track": "backend-engineer"}, headers=bearer(key)
+    )
+    assert answer.status_code == 200, answer.text
+    instance: dict[str, Any] = answer.json()["instance"]
+    return instance
+
+
+async def traced(client: Client, key: str, text: str) -> list[dict[str, Any]]:
+    answer = await client.post("/v1/qa/trace", json={"text": text}, headers=bearer(key))
+    assert answer.status_code == 200, answer.text
+    matches: list[dict[str, Any]] = answer.json()["matches"]
+    return matches
+
+
+def reformatted_fragment(text: str) -> str:
+    """20 lines from the middle of a file, re-indented, spaced and commented otherwise."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) >= 20, "a catalog file long enough for a fragment"
+    start = (len(lines) - 20) // 2
+    fragment = []
+    for number, line in enumerate(lines[start : start + 20]):
+        body = line.lstrip(" ")
+        indent = "  " * ((len(line) - len(body)) // 4)
+        fragment.append(f"{indent}{body.replace(', ', ',')}" + ("  # leaked" if number % 3 else ""))
+        fragment.append("")
+    return "# found on a forum\n" + "\n".join(fragment)
+
+
+def longest_file(files: dict[str, str]) -> str:
+    return max(files.values(), key=lambda text: len(text.splitlines()))
+
+
+async def test_each_instance_and_a_fragment_of_it_trace_back_to_that_instance_first(
+    client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
+) -> None:
+    for mission in SERVED:
+        await store_renderings(pool, mission)
+    instances = [
+        await serve(client, keys["candidate_app"], f"user-{number}")
+        for number in range(len(SERVED) * RENDERINGS)
+    ]
+    # Every rendering went to one instance: a file names one instance.
+    assert len({json.dumps(instance["files"], sort_keys=True) for instance in instances}) == len(
+        instances
+    )
+    reviewer = keys["qa_reviewer"]
+    for instance in instances:
+        for text in (
+            json.dumps(instance["files"]),
+            reformatted_fragment(longest_file(instance["files"])),
+        ):
+            matches = await traced(client, reviewer, text)
+            assert matches, text
+            best = matches[0]
+            assert best["instance_id"] == instance["id"]
+            assert best["mission_id"] == instance["mission_id"]
+            assert best["variant_id"] == instance["variant_id"]
+            assert best["user_id"] == instance["user_id"]
+            assert best["score"] > max((match["score"] for match in matches[1:]), default=0)
+
+    other = longest_file(HELD_BACK.gold_files)
+    assert len([line for line in other.splitlines() if line.strip()]) >= trace.MIN_LINES
+    assert await traced(client, reviewer, other) == []
+
+
+async def test_a_short_fragment_and_an_oversized_text_are_refused(
+    client: Client, keys: dict[Role, str]
+) -> None:
+    reviewer = bearer(keys["qa_reviewer"])
+    short = "\n\n".join(f"line_{number} = {number}" for number in range(trace.MIN_LINES - 1))
+    answer = await client.post("/v1/qa/trace", json={"text": short}, headers=reviewer)
+    assert_problem(answer, 422)
+    assert "at least 20 lines" in answer.json()["detail"]
+    answer = await client.post(
+        "/v1/qa/trace", json={"text": "x = 1\n" * (trace.MAX_TEXT_BYTES // 6 + 1)}, headers=reviewer
+    )
+    assert_problem(answer, 413)
+    assert "at most 1000000 bytes" in answer.json()["detail"]
+    answer = await client.post(
+        "/v1/qa/trace", json={"text": short}, headers=bearer(keys["candidate_app"])
+    )
+    assert_problem(answer, 403)
