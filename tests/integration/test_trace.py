@@ -144,3 +144,86 @@ async def test_a_short_fragment_and_an_oversized_text_are_refused(
         "/v1/qa/trace", json={"text": short}, headers=bearer(keys["candidate_app"])
     )
     assert_problem(answer, 403)
+
+
+def index_reads(plan: dict[str, Any], table: str) -> set[str]:
+    """How a plan reads `table`: the index of each scan, or the node type when it uses none."""
+    found = set()
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.get("Plans", []))
+        if node.get("Relation Name") != table:
+            continue
+        if node["Node Type"] == "Bitmap Heap Scan":
+            found |= {child["Index Name"] for child in node["Plans"] if "Index Name" in child}
+        else:
+            found.add(node.get("Index Name", node["Node Type"]))
+    return found
+
+
+@pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
+async def test_the_lookup_reads_fingerprints_and_instances_through_their_indexes(
+    pool: asyncpg.Pool, plan_mode: str
+) -> None:
+    mission_id = await add_mission(pool, max_serves=2000)
+    variant_id = await pool.fetchval(
+        "SELECT id FROM mission_variants WHERE mission_id = $1", mission_id
+    )
+    await pool.execute(
+        """INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof, status,
+               max_serves, fingerprinted_at)
+           SELECT $1, '{}', '{}', 'renamed', '{}', 'ready', 1, now()
+           FROM generate_series(1, 2000)""",
+        variant_id,
+    )
+    await pool.execute(
+        """INSERT INTO rendering_fingerprints (hash, rendering_id)
+           SELECT DISTINCT ((n * 2654435761) % 4611686018427387903), r.id
+           FROM generate_series(1, 200000) n
+           JOIN (SELECT id, row_number() OVER (ORDER BY id) AS k FROM mission_renderings) r
+             ON r.k = 1 + n % 2000"""
+    )
+    await pool.execute(
+        """INSERT INTO mission_instances (mission_id, variant_id, rendering_id, user_id, track,
+               domain, language, title, brief, files, serve_number)
+           SELECT $1, $2, r.id, 'user-' || r.id, 'backend-engineer', 'python-backend', 'python',
+                  't', 'b', '{}', 1
+           FROM mission_renderings r WHERE r.variant_id = $2""",
+        mission_id,
+        variant_id,
+    )
+    await pool.execute("ANALYZE")
+    hashes = [(n * 2654435761) % 4611686018427387903 for n in range(1, 60)]
+    rendering_ids = [
+        row["id"] for row in await pool.fetch("SELECT id FROM mission_renderings LIMIT 20")
+    ]
+    async with pool.acquire() as connection:
+        await connection.execute(f"SET plan_cache_mode = {plan_mode}")
+        lookup = await connection.fetchval(
+            "EXPLAIN (FORMAT JSON) " + trace.queries["renderings_sharing_fingerprints"],
+            hashes,
+            30,
+            trace.MAX_RENDERINGS,
+        )
+        instances = await connection.fetchval(
+            "EXPLAIN (FORMAT JSON) " + trace.queries["instances_of_renderings"], rendering_ids
+        )
+        unfingerprinted = await connection.fetchval(
+            "EXPLAIN (FORMAT JSON) " + trace.queries["renderings_unfingerprinted"], 200
+        )
+        await connection.execute("RESET plan_cache_mode")
+    plans = {
+        "rendering_fingerprints": json.loads(lookup)[0]["Plan"],
+        "mission_instances": json.loads(instances)[0]["Plan"],
+        "mission_renderings": json.loads(unfingerprinted)[0]["Plan"],
+    }
+    assert index_reads(plans["rendering_fingerprints"], "rendering_fingerprints") == {
+        "rendering_fingerprints_pkey"
+    }, plans
+    assert index_reads(plans["mission_instances"], "mission_instances") == {
+        "mission_instances_by_rendering"
+    }, plans
+    assert index_reads(plans["mission_renderings"], "mission_renderings") == {
+        "mission_renderings_unfingerprinted"
+    }, plans
