@@ -15,7 +15,15 @@ from litestar.static_files import create_static_files_router
 from server.errors import exception_handlers
 from server.routes.options import with_options
 from server.settings import Settings
-from server.ui import jobs_page, pool_page, review_pages, session, sign_in, spend_page
+from server.ui import (
+    jobs_page,
+    pool_page,
+    review_pages,
+    session,
+    sign_in,
+    spend_page,
+    trace_page,
+)
 from server.ui.rendering import EXCEPTION_HANDLERS, STATIC, template_config
 
 __all__ = ["router", "template_config"]
@@ -46,9 +54,12 @@ def router(settings: Settings) -> Router:
                     review_pages.approve,
                     review_pages.reject,
                     review_pages.retire,
+                    review_pages.retire_variant,
                     pool_page.pool_page,
                     jobs_page.jobs_page,
                     spend_page.spend_page,
+                    trace_page.trace_page,
+                    trace_page.trace_text,
                 ]
             ),
             # Static files carry no session, which error pages need: theirs are problem details.

@@ -1,4 +1,5 @@
-"""The review pages: the queue, a mission in full, and the approve / reject / retire forms."""
+"""The review pages: the queue, a mission in full with its variants, and the approve / reject /
+retire forms (of a mission or of one variant)."""
 
 from __future__ import annotations
 
@@ -118,6 +119,25 @@ async def retire(
     number = path_id(mission_id, review.MissionNotFound)
     retirement = reviews.retire(services.db, number, reviewer=reviewer.name, reason=data.reason)
     return await _decide(request, number, retirement, "retired", then=None)
+
+
+@post("/missions/{mission_id:str}/variants/{variant_id:str}/retire")
+async def retire_variant(
+    request: Request[Any, Any, Any],
+    mission_id: FromPath[str],
+    variant_id: FromPath[str],
+    services: NamedDependency[Services],
+    reviewer: NamedDependency[Caller],
+    data: URLEncodedBody[ReasonForm],
+) -> Redirect:
+    number = path_id(mission_id, review.MissionNotFound)
+    variant = path_id(variant_id, lambda text: review.VariantNotFound(number, text))
+    retirement = reviews.retire_variant(
+        services.db, number, variant, reviewer=reviewer.name, reason=data.reason
+    )
+    return await _decide(
+        request, number, retirement, f"no longer serves variant {variant}", then=None
+    )
 
 
 async def _decide(

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import asyncpg
+import msgspec
 import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
@@ -17,8 +18,9 @@ from generation.offline.catalog import CatalogMission
 from generation.renderings import Renderer, Sources
 from qa import trace
 from server.auth import Role
-from tests.support.http import assert_problem, bearer
+from tests.support.http import assert_problem, bearer, form_token, sign_in
 from tests.support.missions import add_mission
+from tests.support.proven_missions import PROOF
 
 Client = AsyncTestClient[Litestar]
 RENDERINGS = 3
@@ -144,6 +146,53 @@ async def test_a_short_fragment_and_an_oversized_text_are_refused(
         "/v1/qa/trace", json={"text": short}, headers=bearer(keys["candidate_app"])
     )
     assert_problem(answer, 403)
+
+
+async def test_a_reviewer_traces_a_leak_on_the_page_and_retires_its_variant(
+    client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
+) -> None:
+    await store_renderings(pool, SERVED[0])
+    # The mission page reads the proofs: a proof as the pipeline stores one.
+    proof = msgspec.to_builtins(PROOF)
+    await pool.execute("UPDATE missions SET proof = $1", proof)
+    await pool.execute("UPDATE mission_variants SET proof = $1", proof)
+    instance = await serve(client, keys["candidate_app"], "leaker")
+    await sign_in(client, keys["qa_reviewer"])
+    form = await client.get("/qa/trace")
+    assert form.status_code == 200
+    short = await client.post("/qa/trace", data={"text": "x = 1\n", "csrf_token": form_token(form)})
+    assert "at least 20 lines" in short.text
+
+    found = await client.post(
+        "/qa/trace",
+        data={
+            "text": reformatted_fragment(longest_file(instance["files"])),
+            "csrf_token": form_token(form),
+        },
+    )
+    assert found.status_code == 200
+    assert f"<td>#{instance['id']}</td>" in found.text
+    assert "<td>leaker</td>" in found.text
+    variant_retire = (
+        f"/qa/missions/{instance['mission_id']}/variants/{instance['variant_id']}/retire"
+    )
+    assert f'action="{variant_retire}"' in found.text
+
+    retired = await client.post(
+        variant_retire,
+        data={"reason": "leaked on a forum", "csrf_token": form_token(found)},
+        follow_redirects=False,
+    )
+    assert retired.status_code == 303
+    assert (
+        await pool.fetchval(
+            "SELECT retire_reason FROM mission_variants WHERE id = $1", int(instance["variant_id"])
+        )
+        == "leaked on a forum"
+    )
+    page = await client.get(f"/qa/missions/{instance['mission_id']}")
+    assert "no longer serves variant" in page.text
+    assert "“leaked on a forum”" in page.text
 
 
 def index_reads(plan: dict[str, Any], table: str) -> set[str]:
