@@ -30,9 +30,16 @@ PYTHON = [mission for mission in catalog.load() if mission.language == "python"]
 SERVED, HELD_BACK = PYTHON[:2], PYTHON[2]
 
 
-async def store_renderings(pool: asyncpg.Pool, mission: CatalogMission) -> None:
-    """A mission whose one variant is the catalog's bug, served in renderings of their own."""
-    mission_id = await add_mission(pool, max_serves=RENDERINGS)
+async def store_renderings(
+    pool: asyncpg.Pool,
+    mission: CatalogMission,
+    *,
+    renderings: int = RENDERINGS,
+    serves_each: int = 1,
+) -> None:
+    """A mission whose one variant is the catalog's bug, served in `renderings` renderings,
+    each to `serves_each` candidates."""
+    mission_id = await add_mission(pool, max_serves=renderings * serves_each)
     variant_id = await pool.fetchval(
         "SELECT id FROM mission_variants WHERE mission_id = $1", mission_id
     )
@@ -50,15 +57,16 @@ async def store_renderings(pool: asyncpg.Pool, mission: CatalogMission) -> None:
         language="python",
         domain="python-backend",
     )
-    for number in range(RENDERINGS):
+    for number in range(renderings):
         rendering = renderer.render(number)
         await pool.execute(
             """INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof,
                    status, max_serves)
-               VALUES ($1, $2, $3, 'renamed', '{"verdict": "test"}', 'ready', 1)""",
+               VALUES ($1, $2, $3, 'renamed', '{"verdict": "test"}', 'ready', $4)""",
             variant_id,
             rendering.sabotaged_files | rendering.test_files,
             rendering.gold_files,
+            serves_each,
         )
 
 
@@ -127,6 +135,16 @@ async def test_each_instance_and_a_fragment_of_it_trace_back_to_that_instance_fi
     other = longest_file(HELD_BACK.gold_files)
     assert len([line for line in other.splitlines() if line.strip()]) >= trace.MIN_LINES
     assert await traced(client, reviewer, other) == []
+
+
+async def test_instances_served_one_rendering_are_all_matches_scored_alike(
+    client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
+) -> None:
+    await store_renderings(pool, SERVED[0], renderings=1, serves_each=3)
+    instances = [await serve(client, keys["candidate_app"], f"user-{n}") for n in range(3)]
+    matches = await traced(client, keys["qa_reviewer"], json.dumps(instances[0]["files"]))
+    assert [match["instance_id"] for match in matches] == [i["id"] for i in instances]
+    assert {match["score"] for match in matches} == {1.0}
 
 
 async def test_a_short_fragment_and_an_oversized_text_are_refused(
