@@ -17,6 +17,7 @@ import msgspec
 
 from core.domains import Domain, Kind, Language
 from core.sql import Executor, Queries
+from qa import trace
 from qa.results import ProofRun
 
 queries = Queries("qa")
@@ -253,6 +254,8 @@ async def store_variant(
         max_serves,
         IDENTITY_RENDERER,
     )
+    if variant_id is not None:
+        await trace.fingerprint_renderings_of(connection, variant_id)
     return variant_id
 
 

@@ -112,6 +112,12 @@ WHERE fingerprinted_at IS NULL
 ORDER BY id
 LIMIT $1::int;
 
+-- name: renderings_of_variant_unfingerprinted
+-- The renderings a variant's store just added (mission_renderings_servable's variant prefix).
+SELECT id, files FROM mission_renderings
+WHERE variant_id = $1::bigint AND fingerprinted_at IS NULL
+ORDER BY id;
+
 -- name: rendering_fingerprints_insert
 -- Two traces may fingerprint one rendering at once: the same rows, so the second adds none.
 INSERT INTO rendering_fingerprints (hash, rendering_id)

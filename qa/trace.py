@@ -1,8 +1,9 @@
 """Tracing a leaked text to the instances it came from: the renderings whose fingerprints it
 shares (`qa.fingerprints`), best first, and the instances served each.
 
-Renderings are fingerprinted here, by the trace, before it looks anything up: whichever path
-stored a rendering, the first trace after it covers it, and the serve never pays for it. A
+A rendering is fingerprinted as it is stored (`fingerprint_renderings_of`, by whoever stores
+it: never the serve), and a trace first fingerprints any rendering still without (one stored
+before tracing existed, or by a path that does not), so it misses none. A
 rendering matches when it holds at least MIN_SHARE of the text's fingerprints; its score is
 the weight of those it holds (each weighs 1 / how many renderings hold it) over the text's
 count, so fingerprints common to many renderings (the mission's tests, say, shared by its
@@ -19,7 +20,7 @@ from datetime import datetime
 import asyncpg
 import msgspec
 
-from core.sql import Queries
+from core.sql import Executor, Queries
 from qa import fingerprints
 
 queries = Queries("qa")
@@ -69,20 +70,27 @@ def texts_of(text: str) -> list[str]:
     return list(files.values())
 
 
+async def fingerprint_renderings_of(connection: Executor, variant_id: int) -> None:
+    """Fingerprint a variant's renderings not yet fingerprinted, in the caller's transaction."""
+    for row in await connection.fetch(queries["renderings_of_variant_unfingerprinted"], variant_id):
+        await _fingerprint(connection, row["id"], row["files"])
+
+
 async def fingerprint_pending(pool: asyncpg.Pool) -> int:
     """Fingerprint every rendering not yet fingerprinted; how many were."""
     done = 0
     while batch := await pool.fetch(queries["renderings_unfingerprinted"], _BATCH):
         for row in batch:
-            files: dict[str, str] = row["files"]
-            hashes = await asyncio.to_thread(fingerprints.of_files, files.values())
             async with pool.acquire() as connection, connection.transaction():
-                await connection.execute(
-                    queries["rendering_fingerprints_insert"], row["id"], list(hashes)
-                )
-                await connection.execute(queries["rendering_mark_fingerprinted"], row["id"])
+                await _fingerprint(connection, row["id"], row["files"])
         done += len(batch)
     return done
+
+
+async def _fingerprint(connection: Executor, rendering_id: int, files: dict[str, str]) -> None:
+    hashes = await asyncio.to_thread(fingerprints.of_files, files.values())
+    await connection.execute(queries["rendering_fingerprints_insert"], rendering_id, list(hashes))
+    await connection.execute(queries["rendering_mark_fingerprinted"], rendering_id)
 
 
 async def trace(pool: asyncpg.Pool, text: str) -> list[Match]:

@@ -1,9 +1,9 @@
 -- Fingerprints of each rendering's files (qa.fingerprints), so that a leaked copy traces back
 -- to the rendering it came from and so to the instances served it.
 --
--- A rendering is fingerprinted by the first trace after it is stored, whichever path stored
--- it: never on the serve's path. Renderings stored before this migration are fingerprinted
--- the same way, by the first trace.
+-- A rendering is fingerprinted as it is stored (never on the serve's path), and a trace first
+-- fingerprints any rendering still without: those stored before this migration, or by a path
+-- that does not fingerprint.
 
 CREATE TABLE rendering_fingerprints (
     -- The primary key's hash prefix is the trace's lookup.

@@ -5,6 +5,7 @@ texts too short or too big are refused; the lookup reads the fingerprints throug
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -13,6 +14,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from core import domains
 from generation.offline import catalog, saboteur
 from generation.offline.catalog import CatalogMission
 from generation.renderings import Renderer, Sources
@@ -20,9 +22,10 @@ from qa import trace
 from server.auth import Role
 from tests.support.http import assert_problem, bearer, form_token, sign_in
 from tests.support.missions import add_mission
-from tests.support.proven_missions import PROOF
+from tests.support.proven_missions import PROOF, store_mission
 
 Client = AsyncTestClient[Litestar]
+ROOT = Path(__file__).resolve().parents[2]
 RENDERINGS = 3
 pytestmark = pytest.mark.usefixtures("standing_worker")
 
@@ -145,6 +148,25 @@ async def test_instances_served_one_rendering_are_all_matches_scored_alike(
     matches = await traced(client, keys["qa_reviewer"], json.dumps(instances[0]["files"]))
     assert [match["instance_id"] for match in matches] == [i["id"] for i in instances]
     assert {match["score"] for match in matches} == {1.0}
+
+
+async def test_a_stored_variants_rendering_is_fingerprinted_as_it_is_stored(
+    pool: asyncpg.Pool,
+) -> None:
+    python = domains.load(ROOT / "domain_map.yaml").domains["python-backend"]
+    mission_id = await store_mission(pool, python)
+    renderings = await pool.fetch(
+        """SELECT r.id, r.fingerprinted_at,
+                  (SELECT count(*) FROM rendering_fingerprints f WHERE f.rendering_id = r.id)
+                      AS fingerprints
+           FROM mission_renderings r JOIN mission_variants v ON v.id = r.variant_id
+           WHERE v.mission_id = $1""",
+        mission_id,
+    )
+    assert renderings
+    for rendering in renderings:
+        assert rendering["fingerprinted_at"] is not None
+        assert rendering["fingerprints"] > 0
 
 
 async def test_a_short_fragment_and_an_oversized_text_are_refused(
