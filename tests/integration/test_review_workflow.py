@@ -58,6 +58,7 @@ async def test_the_same_mission_is_stored_once(pool: asyncpg.Pool) -> None:
         "brief": "b",
         "gold_files": {"a.py": "x = 1\n", "b.py": "y = 2\n"},
         "test_files": {"test_a.py": "def test(): pass\n"},
+        "hidden_test_files": {"test_hidden_a.py": "def test(): pass\n"},
         "sabotaged_files": {"a.py": "x = 2\n", "b.py": "y = 2\n"},
         "bug_summary": "s",
         "grader_hint": "",
