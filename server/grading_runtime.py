@@ -20,6 +20,7 @@ from generation import gradings
 from generation.grader import Grader
 from generation.gradings import GRADINGS_CHANNEL
 from qa.proof import LANGUAGES, Prover
+from server import places
 from server.database import CONNECT_TIMEOUT_SECONDS, connect_url
 from server.settings import Settings
 
@@ -141,9 +142,10 @@ async def _start(
     worker_name: str,
     worker_id: str,
 ) -> tuple[GradingRuntime, Prover]:
+    folders = places.of(settings.data_dir)
     prover = await Prover.start(
-        work_root=settings.data_dir.resolve() / "gradings",
-        toolchain_root=settings.data_dir.resolve() / "toolchain",
+        work_root=folders.gradings,
+        toolchain_root=folders.toolchain,
         postgres_admin_url=settings.proof_database_url or database_url,
         slots=settings.proof_slots,
         time_limit_s=settings.grading_time_limit_seconds,

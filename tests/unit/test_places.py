@@ -31,7 +31,10 @@ def test_a_data_folder_others_can_enter_keeps_everything(open_folder: Path) -> N
     found = places.of(data_dir, shared_root=open_folder / "shared")
 
     assert found == places.Places(
-        pgdata=data_dir / "pgdata", toolchain=data_dir / "toolchain", proofs=data_dir / "proofs"
+        pgdata=data_dir / "pgdata",
+        toolchain=data_dir / "toolchain",
+        proofs=data_dir / "proofs",
+        gradings=data_dir / "gradings",
     )
 
 
@@ -43,8 +46,16 @@ def test_as_root_a_private_parent_sends_them_to_the_shared_root(tmp_path: Path) 
     first = places.of(private / "one" / ".warmpool", shared_root=shared)
     second = places.of(private / "two" / ".warmpool", shared_root=shared)
 
-    assert (first.toolchain, first.proofs) == (shared / "toolchain", shared / "proofs")
-    assert (second.toolchain, second.proofs) == (first.toolchain, first.proofs)
+    assert (first.toolchain, first.proofs, first.gradings) == (
+        shared / "toolchain",
+        shared / "proofs",
+        shared / "gradings",
+    )
+    assert (second.toolchain, second.proofs, second.gradings) == (
+        first.toolchain,
+        first.proofs,
+        first.gradings,
+    )
     assert first.pgdata.parent == shared
     assert first.pgdata != second.pgdata, "each data folder keeps a database of its own"
     assert places.of(private / "one" / ".warmpool", shared_root=shared) == first
