@@ -111,7 +111,7 @@ async def graded(
     return await verdict(client, key, answer.json()["submission"]["id"])
 
 
-async def graders_ready(pool: asyncpg.Pool, count: int = 1, within: float = 180) -> None:
+async def graders_ready(pool: asyncpg.Pool, count: int = 1, within: float = 90) -> None:
     """Once `count` workers grade python (each starts its grading prover in the background)."""
 
     async def ready() -> bool:
