@@ -24,6 +24,8 @@ domains:
     language: python
     target: 0
     review: proof
+    # One mission's one bug serves every candidate of a test.
+    bug_share: 100
   marketing-copy:
     kind: non_technical
     language: none
@@ -36,6 +38,7 @@ PYTHON = Domain(
     target=0,
     retire_after=100,
     review="proof",
+    bug_share=100,
 )
 COPY = Domain(
     name="marketing-copy", kind="non_technical", language="none", target=0, retire_after=50
