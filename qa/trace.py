@@ -25,7 +25,8 @@ from qa import fingerprints
 
 queries = Queries("qa")
 
-MAX_TEXT_BYTES = 1_000_000
+# A megabyte of text, counted as the published document counts it: in characters.
+MAX_TEXT_CHARACTERS = 1_000_000
 MIN_LINES = 20
 MIN_SHARE = 0.5
 MAX_RENDERINGS = 20
@@ -34,10 +35,6 @@ _BATCH = 200
 
 class InvalidTrace(ValueError):
     """A text that cannot be traced; the message says why."""
-
-
-class TraceTextTooLarge(InvalidTrace):
-    pass
 
 
 class Match(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,9 +50,9 @@ class Match(msgspec.Struct, frozen=True, kw_only=True):
 def texts_of(text: str) -> list[str]:
     """The files of a leaked copy (a JSON object of file texts, as an instance's `files`), or
     the text itself; refused when it is too big or holds fewer than MIN_LINES lines of code."""
-    if len(text.encode()) > MAX_TEXT_BYTES:
-        raise TraceTextTooLarge(
-            f"a text to trace holds at most {MAX_TEXT_BYTES} bytes, got {len(text.encode())}"
+    if len(text) > MAX_TEXT_CHARACTERS:
+        raise InvalidTrace(
+            f"a text to trace holds at most {MAX_TEXT_CHARACTERS} characters, got {len(text)}"
         )
     try:
         files = msgspec.json.decode(text, type=dict[str, str])

@@ -63,7 +63,6 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     VariantNotFound: (404, "Variant not found", None),
     MissionStateConflict: (409, "Mission is not in the expected state", None),
     InvalidReview: (422, "Invalid review", None),
-    trace.TraceTextTooLarge: (413, "Text too large to trace", None),
     trace.InvalidTrace: (422, "Text cannot be traced", None),
     RequestTimedOut: (503, "Request timed out", DATABASE_RETRY_AFTER_SECONDS),
     submissions.InvalidSubmission: (422, "Invalid submission", None),

@@ -165,7 +165,6 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
         403: "The key lacks the role this route needs",
         404: "Not found",
         409: "Conflict with the current state",
-        413: "The body is larger than the route takes",
         422: "Invalid request",
         429: "Too many active jobs for this user",
         503: "The queue is full (where work is enqueued), or the database is unavailable",

@@ -29,7 +29,7 @@ class Approval(msgspec.Struct, forbid_unknown_fields=True):
 
 class TraceBody(msgspec.Struct, forbid_unknown_fields=True):
     # The byte limit is trace.texts_of's, with its own answer; this only bounds the parse.
-    text: Annotated[str, Text(min_length=1, max_length=trace.MAX_TEXT_BYTES + 1)]
+    text: Annotated[str, Text(min_length=1, max_length=trace.MAX_TEXT_CHARACTERS)]
 
 
 class TraceMatches(msgspec.Struct):
@@ -152,7 +152,7 @@ async def retire_variant(
     "/v1/qa/trace",
     guards=[requires("qa_reviewer")],
     status_code=200,
-    responses=problems(400, 401, 403, 413, 422, 503),
+    responses=problems(400, 401, 403, 422, 503),
     summary="Name the instances a leaked text came from, best match first",
 )
 async def trace_text(

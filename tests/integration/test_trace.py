@@ -178,10 +178,12 @@ async def test_a_short_fragment_and_an_oversized_text_are_refused(
     assert_problem(answer, 422)
     assert "at least 20 lines" in answer.json()["detail"]
     answer = await client.post(
-        "/v1/qa/trace", json={"text": "x = 1\n" * (trace.MAX_TEXT_BYTES // 6 + 1)}, headers=reviewer
+        "/v1/qa/trace",
+        json={"text": "x = 1\n" * (trace.MAX_TEXT_CHARACTERS // 6 + 1)},
+        headers=reviewer,
     )
-    assert_problem(answer, 413)
-    assert "at most 1000000 bytes" in answer.json()["detail"]
+    assert_problem(answer, 422)
+    assert "at most 1000000 characters" in answer.json()["detail"]
     answer = await client.post(
         "/v1/qa/trace", json={"text": short}, headers=bearer(keys["candidate_app"])
     )
