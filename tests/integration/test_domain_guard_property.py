@@ -45,7 +45,10 @@ pools = st.lists(st.tuples(st.sampled_from(DOMAINS), st.integers(1, 3)), max_siz
 async def test_a_serve_never_leaves_the_tracks_domains(
     pool: asyncpg.Pool, domain_map: domains.DomainMap, missions: Any, data: st.DataObject
 ) -> None:
-    await pool.execute("TRUNCATE mission_instances, mission_renderings, mission_variants, missions")
+    await pool.execute(
+        "TRUNCATE submissions, rendering_fingerprints, mission_instances, mission_renderings,"
+        " mission_variants, missions"
+    )
     for domain, max_serves in missions:
         await add_mission(pool, domain, max_serves=max_serves)
     serves = data.draw(
