@@ -11,6 +11,7 @@ holds already is planted again, as a failed proof is."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import asyncpg
@@ -91,11 +92,11 @@ class MissionPipeline:
     ) -> tuple[SabotageDraft, missions.MissionProof]:
         if not draft.hidden_test_files:
             raise GenerationFailed("the mission has no hidden tests, so no fix could be graded")
-        gold = await self._run(domain, draft.gold_files, draft.test_files)
+        gold, hidden_gold = await self._run_both(domain, draft.gold_files, draft)
+        assert hidden_gold is not None  # the mission has hidden tests
         verdict = judge_gold(gold)
         if not verdict.accepted:
             raise GenerationFailed(f"the gold solution failed its own tests: {verdict.reason}")
-        hidden_gold = await self._run(domain, draft.gold_files, draft.hidden_test_files)
         hidden_verdict = judge_gold(hidden_gold)
         if not hidden_verdict.accepted:
             raise GenerationFailed(
@@ -124,14 +125,10 @@ class MissionPipeline:
             )
             if sabotage.sabotaged_files in known:
                 continue  # proving it again would prove nothing new
-            tries.append(await self._run(domain, sabotage.sabotaged_files, draft.test_files))
-            verdict = judge_sabotage(tries[-1], domain.sabotage_must_fail)
+            visible, hidden_sabotage = await self._run_both(domain, sabotage.sabotaged_files, draft)
+            tries.append(visible)
+            verdict = judge_sabotage(visible, domain.sabotage_must_fail)
             if verdict.accepted:
-                hidden_sabotage = (
-                    await self._run(domain, sabotage.sabotaged_files, draft.hidden_test_files)
-                    if draft.hidden_test_files
-                    else None
-                )
                 proof = missions.MissionProof(
                     gold=gold,
                     sabotage_tries=tries,
@@ -207,6 +204,26 @@ class MissionPipeline:
     ) -> ProofRun:
         assert self._prover is not None  # unavailable() said so before
         return await self._prover.run(domain.language, solution, tests, trust=self._trust)
+
+    async def _run_both(
+        self, domain: Domain, solution: dict[str, str], draft: MissionDraft
+    ) -> tuple[ProofRun, ProofRun | None]:
+        """The solution against the visible tests and, where the mission has them, the hidden
+        ones, both at once in two slots: a proof waits for the longer run, not for both in
+        turn. Once one fails to run, the other is stopped: no sandbox outlives the proof."""
+        suites = (
+            [draft.test_files, draft.hidden_test_files]
+            if draft.hidden_test_files
+            else [draft.test_files]
+        )
+        runs = [asyncio.ensure_future(self._run(domain, solution, tests)) for tests in suites]
+        try:
+            results = await asyncio.gather(*runs)
+        finally:
+            for run in runs:
+                run.cancel()
+            await asyncio.gather(*runs, return_exceptions=True)
+        return results[0], results[1] if len(results) > 1 else None
 
     def _storing(
         self,
