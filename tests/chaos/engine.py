@@ -101,7 +101,7 @@ class Chaos:
         self.postgres = postgres
         self.database = database
         self.rng = random.Random(scenario.seed)
-        self.sampler = Sampler(postgres.url)
+        self.sampler = Sampler(postgres.url, allowances=scenario.allowances)
         self.kills: list[Kill] = []
         self.rolled: list[str] = []
         self.postgres_restarts = 0
@@ -405,8 +405,8 @@ class Chaos:
             elif r.oldest.age > s.reclaim_bound:
                 problems.append(
                     f"after the {r.fault}: job {r.oldest.job_id} generating for "
-                    f"{r.oldest.age:.2f}s from {s.reclaim_bound:g}s after it on, beyond "
-                    f"{s.reclaim_bound:g}s"
+                    f"{r.oldest.age:.2f}s beyond its domain's time from {s.reclaim_bound:g}s "
+                    f"after it on, beyond {s.reclaim_bound:g}s"
                 )
             if r.back_in is None or r.back_in > s.recovery_within:
                 after = "never" if r.back_in is None else f"after {r.back_in:.2f}s"

@@ -69,7 +69,7 @@ class Report:
         oldest = None if r.oldest is None else r.oldest.age
         return (
             f"{r.fault}: {_rate(r.during)} ended meanwhile; once over, the oldest generating job "
-            f"{_seconds(oldest)} old at most from {s.reclaim_bound:g}s after on (asserted within "
+            f"{_seconds(oldest)} old at most (beyond its domain's time) from {s.reclaim_bound:g}s after on (asserted within "
             f"{s.reclaim_bound:g}s), completions back to {s.recovery_share:.0%} of {s.rate:g} "
             f"jobs/s over {s.rate_window:g}s {_seconds(r.back_in)} after (asserted within "
             f"{s.recovery_within:g}s)"
@@ -84,8 +84,8 @@ class Report:
             f"worker slots, heartbeat timeout {s.heartbeat_timeout:g}s, tick {s.tick:g}s, "
             f"{s.model_delay:g}s per model call",
             f"mix: {len(self.load.offers) - python} copy jobs (language none, human review), "
-            f"{python} python jobs (trusted proofs, approved by them), offered over {s.seconds:g}s "
-            f"({s.rate:g} jobs/s)",
+            f"{python} python jobs (trusted proofs, approved by them, {s.proof_allowance:g}s "
+            f"allowed for them), offered over {s.seconds:g}s ({s.rate:g} jobs/s)",
             f"jobs: {v.jobs} ({dict(v.by_lane)}), final statuses {dict(v.by_status)}",
             f"failed: {dict(v.failures)}",
             f"released by a stopping worker and run again: {v.released}",

@@ -1,14 +1,17 @@
 """Watching a chaos run from the database: every few milliseconds, from a connection of its
 own that is made again after an outage, how many jobs are generating (the global cap must
 hold), which workers hold them (a killed worker's jobs must be reclaimed in time) and how long
-the oldest has been generating (none may stay once a fault is over); every tenth of a second,
-how many jobs have ended (completions must come back to the offered rate)."""
+the oldest has been generating beyond the time its work takes (none may stay once a fault is
+over); every tenth of a second, how many jobs have ended (completions must come back to the
+offered rate)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -18,12 +21,19 @@ from core.sql import DATABASE_ERRORS
 from tests.chaos.faults import connect_observer
 from tests.chaos.verdict import FINAL_STATUSES
 
-# The oldest's age on the database's clock, which set started_at.
+# Ages on the database's clock, which set started_at, less the seconds the job's domain may
+# take ($1: domain -> seconds; none for a domain not named).
 IN_FLIGHT = """
+WITH generating AS (
+    SELECT id, worker_id,
+           extract(epoch FROM now() - started_at)::float8
+               - coalesce(($1::jsonb ->> domain)::float8, 0) AS age
+    FROM generation_jobs WHERE status = 'generating'
+)
 SELECT count(*)::int AS in_flight, coalesce(array_agg(DISTINCT worker_id), '{}') AS holders,
-       coalesce(extract(epoch FROM now() - min(started_at)), 0)::float8 AS oldest_age,
-       (array_agg(id ORDER BY started_at))[1] AS oldest_id
-FROM generation_jobs WHERE status = 'generating'
+       greatest(coalesce(max(age), 0), 0) AS oldest_age,
+       (array_agg(id ORDER BY age DESC))[1] AS oldest_id
+FROM generating
 """
 
 # Reads every job: sampled less often than the in-flight rows, which a partial index finds.
@@ -32,7 +42,8 @@ ENDINGS = sorted(FINAL_STATUSES)
 
 
 class Oldest(NamedTuple):
-    """The oldest generating job in a sample (age 0 and no id when none was generating)."""
+    """The oldest generating job in a sample, its age less its domain's allowance (age 0 and no
+    id when none was generating)."""
 
     at: float
     age: float
@@ -56,9 +67,16 @@ class Reclaim:
 
 class Sampler:
     def __init__(
-        self, database_url: str, every_seconds: float = 0.005, ended_every_seconds: float = 0.1
+        self,
+        database_url: str,
+        *,
+        allowances: Mapping[str, float] | None = None,
+        every_seconds: float = 0.005,
+        ended_every_seconds: float = 0.1,
     ) -> None:
         self._url = database_url
+        # The seconds a domain's job may generate beyond a job that proves nothing.
+        self._allowances = json.dumps(dict(allowances or {}))
         self._every = every_seconds
         self._ended_every = ended_every_seconds
         self.samples = 0
@@ -103,7 +121,7 @@ class Sampler:
                         self.ended.append((sent, ended))
                         ended_due = sent + self._ended_every
                         sent = time.monotonic()
-                    row = await connection.fetchrow(IN_FLIGHT, timeout=1)
+                    row = await connection.fetchrow(IN_FLIGHT, self._allowances, timeout=1)
                 except DATABASE_ERRORS:
                     self.failed_samples += 1
                     await _close(connection)

@@ -65,6 +65,10 @@ class Scenario:
     # of a loaded machine (a late heartbeat or tick), within which a reclaim still counts as
     # on time.
     reclaim_margin: float = 1.0
+    # A python job runs its proofs (pytest in a sandbox, the gold and the sabotage against the
+    # visible and the hidden tests) on a machine that the whole run loads, and may wait for a
+    # proof slot: it may generate this much longer than a copy job before it counts as stuck.
+    proof_allowance: float = 12.0
     # Once a fault phase (the terminations, the PostgreSQL restart) stops, completions must be
     # back to this share of the offered rate, over a window of `rate_window` seconds, within
     # `recovery_within` seconds.
@@ -77,6 +81,11 @@ class Scenario:
     @property
     def reclaim_bound(self) -> float:
         return self.heartbeat_timeout + self.tick + self.reclaim_margin
+
+    @property
+    def allowances(self) -> dict[str, float]:
+        """The seconds a job of each domain may generate beyond a copy job's."""
+        return {"python-backend": self.proof_allowance}
 
     @property
     def rate(self) -> float:

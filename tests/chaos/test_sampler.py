@@ -1,6 +1,6 @@
 """The chaos suite's sampler on a table the test moves by hand: the highest in-flight count, a
 killed worker's reclaim, which a claim committed after the kill starts anew, the oldest
-generating job's age and the count of jobs ended."""
+generating job's age beyond its domain's allowance and the count of jobs ended."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.support.polling import eventually
 
 @pytest.fixture
 async def sampler(database_url: str) -> AsyncIterator[Sampler]:
-    sampler = Sampler(database_url)
+    sampler = Sampler(database_url, allowances={"python-backend": 50.0})
     stop = asyncio.Event()
     running = asyncio.create_task(sampler.run(stop))
     yield sampler
@@ -26,15 +26,18 @@ async def sampler(database_url: str) -> AsyncIterator[Sampler]:
     await running
 
 
-async def claim(pool: asyncpg.Pool, worker_id: str, seconds_ago: float = 0) -> int:
+async def claim(
+    pool: asyncpg.Pool, worker_id: str, seconds_ago: float = 0, domain: str = "marketing-copy"
+) -> int:
     job_id: int = await pool.fetchval(
         """INSERT INTO generation_jobs
                (lane, domain, status, attempt, worker_id, fair_time, started_at)
-           VALUES ('replenish', 'marketing-copy', 'generating', 1, $1, now(),
+           VALUES ('replenish', $3, 'generating', 1, $1, now(),
                    now() - make_interval(secs => $2))
            RETURNING id""",
         worker_id,
         seconds_ago,
+        domain,
     )
     return job_id
 
@@ -95,6 +98,17 @@ async def test_the_oldest_generating_job_and_the_jobs_ended(
 
     assert 5 <= sampler.oldest[-1].age < 60
     assert all(later >= earlier for (_, earlier), (_, later) in pairwise(sampler.ended))
+
+
+async def test_a_job_is_as_old_as_it_is_beyond_its_domains_allowance(
+    pool: asyncpg.Pool, sampler: Sampler
+) -> None:
+    await claim(pool, "alive:1", seconds_ago=60, domain="python-backend")
+    copy = await claim(pool, "alive:2", seconds_ago=30)
+    await eventually(lambda: _oldest_beyond(sampler, 30), 5, "the copy job sampled")
+
+    assert sampler.oldest[-1].job_id == copy
+    assert 30 <= sampler.oldest[-1].age < 40
 
 
 async def _oldest_beyond(sampler: Sampler, seconds: float) -> bool:
