@@ -39,13 +39,16 @@ class Scenario:
     # Jobs are offered evenly over this time; the chaos happens within it.
     seconds: float
     kills: int
-    python_share: float = 0.05
+    # A python job holds a cap slot for seconds of proofs, a copy job for a fraction of one:
+    # at 3% of 20 jobs/s, python jobs take about a third of the cap, and the rest still
+    # catches up after each fault.
+    python_share: float = 0.03
     # Requests the load keeps under way at once: enough to hold its pace while some wait out
     # a shed or an outage.
     lanes: int = 8
     apis: int = 2
     workers: int = 4
-    global_cap: int = 6
+    global_cap: int = 10
     worker_concurrency: int = 3
     max_pending: int = 50
     heartbeat_timeout: float = 2.0
@@ -102,7 +105,8 @@ class Scenario:
             "WARMPOOL_OFFLINE_DELAY_SECONDS": str(self.model_delay),
             "WARMPOOL_SHUTDOWN_GRACE_SECONDS": str(self.shutdown_grace),
             "WARMPOOL_REPLENISH_SECONDS": "5",
-            "WARMPOOL_PROOF_SLOTS": "1",
+            # A proof's visible and hidden runs go at once.
+            "WARMPOOL_PROOF_SLOTS": "2",
             # One secret for every API process, as several API processes need.
             "WARMPOOL_SECRET_KEY": secrets.token_hex(32),
         }
