@@ -36,6 +36,7 @@ from tests.chaos.report import Kill, Report
 from tests.chaos.sampler import Sampler
 from tests.chaos.scenario import DOMAIN_MAP, Scenario
 from tests.chaos.verdict import Verdict, ending_of, judge
+from tests.support.polling import eventually
 from tests.support.private_postgres import PrivatePostgres
 from tests.support.server import create_keys
 
@@ -44,6 +45,13 @@ from tests.support.server import create_keys
 CLAIMED_SINCE = """
 SELECT coalesce(array_agg(DISTINCT worker_id), '{}') FROM generation_jobs
 WHERE started_at >= $1::timestamptz
+"""
+
+# The pool's first replenishment: the workers order it as they start, and its python proofs
+# would load the machine while the load begins.
+REPLENISHED = """
+SELECT count(*) > 0 AND count(*) FILTER (WHERE status IN ('pending', 'generating')) = 0
+FROM generation_jobs WHERE lane = 'replenish'
 """
 
 # How long the stuck check watches at least, once it begins, before the next fault may come.
@@ -77,6 +85,7 @@ async def _run_on(postgres: PrivatePostgres, scenario: Scenario, log_dir: Path) 
     )
     try:
         await cluster.start_all()
+        await eventually(lambda: database.fetchval(REPLENISHED), 60, "the first replenishment")
         report = await Chaos(scenario, cluster, postgres, database).run(keys["candidate_app"])
     finally:
         stopped_badly = await cluster.stop_all()
