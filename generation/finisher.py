@@ -13,6 +13,7 @@ import asyncpg
 import msgspec
 
 from core.sql import DATABASE_ERRORS, OUTAGE_ERRORS, Connection, Queries, outlasting_outages
+from generation.claims import fenced
 from generation.jobs import ClaimedJob
 
 queries = Queries("generation")
@@ -125,9 +126,7 @@ class Finisher:
     async def _store_and_finish(self, batch: list[_Pending]) -> tuple[list[FinalRow], set[int]]:
         async with self._db.acquire() as connection, connection.transaction():
             locked = await connection.fetch(
-                queries["jobs_lock_under_attempt"],
-                [pending.job.id for pending in batch],
-                [pending.job.attempt for pending in batch],
+                queries["jobs_lock_under_attempt"], *fenced([pending.job for pending in batch])
             )
             held = {row["id"] for row in locked if row["status"] == "generating"}
             # Only this attempt's own final transaction makes these: an earlier try whose

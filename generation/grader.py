@@ -19,6 +19,7 @@ import asyncpg
 import msgspec
 
 from core.sql import DATABASE_ERRORS
+from generation.claims import fenced, heartbeat
 from generation.gradings import queries
 from qa import grading
 from qa.proof import ProofUnavailable, Prover
@@ -201,15 +202,7 @@ class Grader:
         held = self.running()
         if not held:
             return []
-        alive = {
-            row["id"]
-            for row in await self._db.fetch(
-                queries["gradings_heartbeat_if_running"],
-                [claimed.id for claimed in held],
-                [claimed.attempt for claimed in held],
-                now,
-            )
-        }
+        alive = await heartbeat(self._db, queries["gradings_heartbeat_if_running"], held, now)
         lost = [
             claimed.id
             for claimed in held
@@ -230,11 +223,7 @@ class Grader:
         held = self.running()
         if held:
             try:
-                await self._db.fetch(
-                    queries["gradings_release_if_running"],
-                    [claimed.id for claimed in held],
-                    [claimed.attempt for claimed in held],
-                )
+                await self._db.fetch(queries["gradings_release_if_running"], *fenced(held))
             except DATABASE_ERRORS as error:
                 log.error(  # noqa: TRY400 (an outage, not a bug)
                     "could not give %d grading(s) back, the sweeper will: %s", len(held), error

@@ -15,6 +15,7 @@ from typing import Protocol
 import asyncpg
 
 from core.sql import DATABASE_ERRORS, OUTAGE_ERRORS, Queries, outlasting_outages
+from generation.claims import fenced, heartbeat
 from generation.finisher import Ending, Failed, Finisher
 from generation.jobs import ClaimedJob
 from generation.ledger import JobLost, Ledger
@@ -185,15 +186,7 @@ class Worker:
         held = self.running()
         if not held:
             return []
-        alive = {
-            row["id"]
-            for row in await self._db.fetch(
-                queries["jobs_heartbeat_if_generating"],
-                [job.id for job in held],
-                [job.attempt for job in held],
-                now,
-            )
-        }
+        alive = await heartbeat(self._db, queries["jobs_heartbeat_if_generating"], held, now)
         # A job that ended while the heartbeat ran is gone from the table's generating rows
         # without being lost: only one still generating here, its end not being written, is.
         lost = [job for job in held if job.id not in alive and self._generating(job)]
@@ -317,11 +310,7 @@ class Worker:
         return released
 
     async def _release(self, held: list[ClaimedJob]) -> list[int]:
-        rows = await self._db.fetch(
-            queries["jobs_release_if_generating"],
-            [job.id for job in held],
-            [job.attempt for job in held],
-        )
+        rows = await self._db.fetch(queries["jobs_release_if_generating"], *fenced(held))
         by_id = {job.id: job for job in held}
         for row in rows:
             job = by_id[row["id"]]
