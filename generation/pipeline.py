@@ -219,10 +219,13 @@ class MissionPipeline:
         runs = [asyncio.ensure_future(self._run(domain, solution, tests)) for tests in suites]
         try:
             results = await asyncio.gather(*runs)
-        finally:
+        except Exception:
+            # Cancelled, gather stops both itself; cancelling again would interrupt their
+            # clean-up.
             for run in runs:
                 run.cancel()
             await asyncio.gather(*runs, return_exceptions=True)
+            raise
         return results[0], results[1] if len(results) > 1 else None
 
     def _storing(

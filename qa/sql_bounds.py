@@ -72,6 +72,9 @@ class Watchdog:
     async def guard(self, work: Coroutine[Any, Any, T]) -> T:
         """`work`'s result, or BoundCrossed once the run is past a bound and its backend gone."""
         task = asyncio.create_task(work)
+        # Retrieved however the wait below ends (a second cancel interrupts it): the run's own
+        # error means nothing past a bound or a cancel.
+        task.add_done_callback(_retrieve)
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=WATCH_INTERVAL_S)
@@ -87,8 +90,6 @@ class Watchdog:
             if not task.done():
                 task.cancel()
                 await asyncio.wait({task})
-            if not task.cancelled():
-                task.exception()  # retrieved: the run's own error means nothing past a bound
 
     async def check_once(self) -> str | None:
         """Why the run is past a bound now, or None."""
@@ -127,3 +128,8 @@ _MAY = "a proof may use"
 
 def _mib(size: int) -> str:
     return f"{size // MIB} MiB"
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
