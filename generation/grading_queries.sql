@@ -157,6 +157,26 @@ FROM submissions
 WHERE mission_id = ANY($1::bigint[]) AND status IN ('passed', 'failed', 'error')
 GROUP BY mission_id;
 
+-- name: submissions_stats_of_variants
+-- Per variant of mission $1, as submissions_stats_of_missions is per mission: the variant
+-- is the one the submission's instance was served.
+SELECT i.variant_id, count(*) AS count, count(*) FILTER (WHERE s.status = 'passed') AS passed,
+       percentile_cont(0.5) WITHIN GROUP (
+           ORDER BY extract(epoch FROM s.created_at - s.instance_created_at)
+       ) FILTER (WHERE s.status = 'passed') AS median_duration_s
+FROM submissions s
+JOIN mission_instances i ON i.id = s.instance_id
+WHERE s.mission_id = $1 AND s.status IN ('passed', 'failed', 'error')
+GROUP BY i.variant_id;
+
+-- name: grading_signals_by_domain
+-- For /metrics, per domain: graded submissions and those that passed, ever, from the totals
+-- the grading's end keeps.
+SELECT domain, sum(submissions)::bigint AS graded,
+       (sum(submissions) FILTER (WHERE status = 'passed'))::bigint AS passed
+FROM submission_totals
+GROUP BY domain;
+
 -- name: gradings_in_flight
 -- For /metrics: pending and running submissions, from their partial indexes only.
 SELECT (SELECT count(*) FROM submissions WHERE status = 'pending') AS pending,

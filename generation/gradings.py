@@ -187,15 +187,22 @@ async def say_what_worker_grades(
 async def stats_of_missions(db: Executor, mission_ids: list[int]) -> dict[int, SubmissionStats]:
     """Per mission of `mission_ids` with graded submissions: how candidates fare."""
     rows = await db.fetch(queries["submissions_stats_of_missions"], mission_ids)
-    return {
-        row["mission_id"]: SubmissionStats(
-            count=row["count"],
-            passed=row["passed"],
-            pass_rate=round(row["passed"] / row["count"], 4),
-            median_duration_s=row["median_duration_s"],
-        )
-        for row in rows
-    }
+    return {row["mission_id"]: _stats(row) for row in rows}
+
+
+async def stats_of_variants(db: Executor, mission_id: int) -> dict[int, SubmissionStats]:
+    """Per variant of the mission with graded submissions: how candidates fare on its bug."""
+    rows = await db.fetch(queries["submissions_stats_of_variants"], mission_id)
+    return {row["variant_id"]: _stats(row) for row in rows}
+
+
+def _stats(row: asyncpg.Record) -> SubmissionStats:
+    return SubmissionStats(
+        count=row["count"],
+        passed=row["passed"],
+        pass_rate=round(row["passed"] / row["count"], 4),
+        median_duration_s=row["median_duration_s"],
+    )
 
 
 class Reviewed(msgspec.Struct, frozen=True, kw_only=True):
@@ -242,6 +249,18 @@ async def in_flight(db: Executor) -> InFlight:
     row = await db.fetchrow(queries["gradings_in_flight"])
     assert row is not None
     return InFlight(row["pending"], row["running"])
+
+
+class DomainSignals(msgspec.Struct, frozen=True):
+    """How candidates fare in a domain: graded submissions, and those that passed."""
+
+    graded: int
+    passed: int
+
+
+async def signals_by_domain(db: Executor) -> dict[str, DomainSignals]:
+    rows = await db.fetch(queries["grading_signals_by_domain"])
+    return {row["domain"]: DomainSignals(row["graded"], row["passed"] or 0) for row in rows}
 
 
 class GraderStatus(msgspec.Struct, frozen=True):

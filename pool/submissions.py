@@ -22,7 +22,7 @@ from generation import gradings
 from generation.gradings import GradingLimits, Submission
 from pool import serving
 from qa.grading import hidden_test_ids
-from qa.missions import NO_SUBMISSIONS, MissionSummary, grading_flag
+from qa.missions import NO_SUBMISSIONS, Mission, MissionSummary, grading_flag
 from qa.results import ProofRun
 
 queries = Queries("pool")
@@ -117,6 +117,17 @@ async def with_submissions(db: Executor, missions: list[M]) -> list[M]:
         )
         for mission in missions
     ]
+
+
+async def for_review(db: Executor, mission: Mission) -> Mission:
+    """The mission, and each of its variants, with how candidates fare on them."""
+    [shown] = await with_submissions(db, [mission])
+    found = await gradings.stats_of_variants(db, int(mission.id))
+    variants = [
+        msgspec.structs.replace(variant, submissions=found.get(int(variant.id), NO_SUBMISSIONS))
+        for variant in shown.variants
+    ]
+    return msgspec.structs.replace(shown, variants=variants)
 
 
 async def for_grader(db: Executor, instance_id: int) -> QaInstance:

@@ -116,6 +116,7 @@ class Variant(msgspec.Struct, frozen=True, kw_only=True):
     retire_reason: str | None
     retired_by: str | None
     created_at: datetime
+    submissions: SubmissionStats = NO_SUBMISSIONS
 
 
 class Mission(MissionSummary, frozen=True, kw_only=True):

@@ -216,12 +216,28 @@ GRADING_GAUGES: Sequence[Figure[gradings.InFlight]] = (
 )
 
 
+SIGNAL_COUNTERS: Sequence[Figure[gradings.DomainSignals]] = (
+    Figure(
+        "warmpool_submissions_graded",
+        "candidates' submissions graded, ever",
+        lambda signals: signals.graded,
+    ),
+    Figure(
+        "warmpool_submissions_passed",
+        "candidates' submissions that passed, ever",
+        lambda signals: signals.passed,
+    ),
+)
+NO_SIGNALS = gradings.DomainSignals(graded=0, passed=0)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     queue: QueueStats
     pool_stats: stats.PoolStats
     serves: dict[str, int]
     spend: ledger.LedgerTotals
+    signals: dict[str, gradings.DomainSignals]
     gradings: gradings.InFlight
 
 
@@ -243,7 +259,16 @@ async def read_snapshot(
             serves=await stats.serves_ever(connection, domain_map),
             spend=await ledger.totals(connection),
             gradings=await gradings.in_flight(connection),
+            signals=await _signals(connection, domain_map),
         )
+
+
+async def _signals(
+    connection: Connection, domain_map: DomainMap
+) -> dict[str, gradings.DomainSignals]:
+    """Every domain's, at 0 until a submission of it is graded."""
+    found = await gradings.signals_by_domain(connection)
+    return {name: found.get(name, NO_SIGNALS) for name in domain_map.domains}
 
 
 class Scrape:
@@ -272,6 +297,7 @@ class Scrape:
         if snapshot.queue.budget is not None:
             yield from _unlabelled(snapshot.queue.budget, BUDGET_GAUGES)
         yield from _unlabelled(snapshot.gradings, GRADING_GAUGES)
+        yield from _per_label(CounterMetricFamily, "domain", snapshot.signals, SIGNAL_COUNTERS)
         yield from self._counters.collect()
 
 

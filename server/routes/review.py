@@ -68,8 +68,7 @@ async def list_missions(
 )
 async def read_mission(mission_id: FromPath[str], services: NamedDependency[Services]) -> Mission:
     mission = await review.get(services.db, path_id(mission_id, review.MissionNotFound))
-    [shown] = await submissions.with_submissions(services.db, [mission])
-    return shown
+    return await submissions.for_review(services.db, mission)
 
 
 @post(

@@ -64,7 +64,7 @@ async def mission_page(
     reviewer: NamedDependency[Caller],
 ) -> Template:
     read = await review.get(services.db, path_id(mission_id, review.MissionNotFound))
-    [mission] = await submissions.with_submissions(services.db, [read])
+    mission = await submissions.for_review(services.db, read)
     unchanged = {
         path: code
         for path, code in mission.gold_files.items()

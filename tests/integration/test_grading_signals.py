@@ -1,6 +1,6 @@
-"""What grading tells QA: per mission, the graded submissions, the pass rate and the median time
-from a serve to a passing fix, in the API, the review queue's flag, the reviewer UI (with each
-fix as a diff against the served code) and /metrics."""
+"""What grading tells QA: per mission and per variant, the graded submissions, the pass rate and
+the median time from a serve to a passing fix, in the API, the review queue's flag, the
+reviewer UI (with each fix as a diff against the served code) and /metrics."""
 
 from __future__ import annotations
 
@@ -19,20 +19,26 @@ Client = AsyncTestClient[Litestar]
 
 
 async def graded_submissions(
-    pool: asyncpg.Pool, mission_id: int, statuses: list[str], after: timedelta
+    pool: asyncpg.Pool,
+    mission_id: int,
+    statuses: list[str],
+    after: timedelta,
+    variant_id: int | None = None,
 ) -> None:
-    """One instance per submission, each graded `after` its serve, as a grader would leave it."""
+    """One instance per submission (of `variant_id`, else of none), each graded `after` its
+    serve, as a grader would leave it."""
     for number, status in enumerate(statuses):
         instance_id = await pool.fetchval(
             """INSERT INTO mission_instances (mission_id, user_id, track, domain, language, title,
-                   brief, files, serve_number)
+                   brief, files, serve_number, variant_id)
                SELECT id, $2, 'backend-engineer', domain, language, title, brief,
-                      sabotaged_files || test_files, $3
+                      sabotaged_files || test_files, $3, $4
                FROM missions WHERE id = $1
                RETURNING id""",
             mission_id,
-            f"candidate-{number}",
+            f"candidate-{number}" if variant_id is None else f"candidate-{variant_id}-{number}",
             number + 1,
+            variant_id,
         )
         await pool.execute(
             """INSERT INTO submissions (instance_id, mission_id, user_id, language,
@@ -46,7 +52,7 @@ async def graded_submissions(
                       CASE WHEN $3 = 'passed' THEN 0 ELSE 2 END, 2
                FROM mission_instances i WHERE i.id = $1""",
             instance_id,
-            f"key-{mission_id}-{number}",
+            f"key-{mission_id}-{variant_id}-{number}",
             status,
             {"pricing.py": f"def total(prices, discount):\n    return {number}\n"},
             after,
@@ -93,6 +99,37 @@ async def test_a_mission_nobody_solves_is_flagged_and_one_solved_is_not(
     assert "+    return 3" in page.text, "each fix is shown against the served code"
 
 
+async def test_each_variant_counts_the_submissions_of_its_own_instances(
+    client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
+) -> None:
+    mission = await stock(pool, PYTHON)
+    first = await pool.fetchval("SELECT id FROM mission_variants WHERE mission_id = $1", mission)
+    second = await pool.fetchval(
+        """INSERT INTO mission_variants (mission_id, sabotaged_files, bug_summary, proof,
+               provider, max_serves, content_hash)
+           SELECT mission_id, sabotaged_files, 'another bug', proof, provider, max_serves,
+                  '\x02'
+           FROM mission_variants WHERE id = $1
+           RETURNING id""",
+        first,
+    )
+    await graded_submissions(pool, mission, ["passed", "failed"], timedelta(minutes=4), first)
+    await graded_submissions(pool, mission, ["error"] * 3, timedelta(0), second)
+
+    read = await client.get(f"/v1/qa/missions/{mission}", headers=bearer(keys["qa_reviewer"]))
+    by_variant = {variant["id"]: variant["submissions"] for variant in read.json()["variants"]}
+    assert by_variant == {
+        str(first): {"count": 2, "passed": 1, "pass_rate": 0.5, "median_duration_s": 240.0},
+        str(second): {"count": 3, "passed": 0, "pass_rate": 0.0, "median_duration_s": None},
+    }
+    assert read.json()["submissions"]["count"] == 5
+
+    await sign_in(client, keys["qa_reviewer"])
+    page = await client.get(f"/qa/missions/{mission}")
+    assert "1 of 2 passed, median 240 s" in page.text
+    assert "0 of 3 passed" in page.text
+
+
 def read_flag(count: int) -> str:
     return f"nobody solves it: 0 of {count} submissions passed"
 
@@ -107,3 +144,21 @@ async def test_metrics_count_the_gradings_pending_and_running(
     text = (await client.get("/metrics")).text
     assert "\nwarmpool_gradings_pending 1.0\n" in text
     assert "\nwarmpool_gradings_running 1.0\n" in text
+
+
+async def test_metrics_count_graded_submissions_per_domain_as_gradings_end(
+    client: Client, pool: asyncpg.Pool
+) -> None:
+    mission = await stock(pool, PYTHON)
+    await graded_submissions(pool, mission, ["passed", "failed", "error"], timedelta(0))
+    # A grading that ends counts once, whatever else its row goes through.
+    await pool.execute(
+        "UPDATE submissions SET status = 'running' WHERE user_id IN ('candidate-1', 'candidate-2')"
+    )
+    await pool.execute("UPDATE submissions SET heartbeat_at = now() WHERE status = 'running'")
+    await pool.execute("UPDATE submissions SET status = 'passed' WHERE user_id = 'candidate-1'")
+
+    text = (await client.get("/metrics")).text
+    assert '\nwarmpool_submissions_graded_total{domain="python-backend"} 4.0\n' in text
+    assert '\nwarmpool_submissions_passed_total{domain="python-backend"} 2.0\n' in text
+    assert '\nwarmpool_submissions_graded_total{domain="marketing-copy"} 0.0\n' in text
