@@ -27,11 +27,18 @@ async def template(postgres_server: str) -> str:
     return await postgres.ensure_template(postgres_server)
 
 
+@pytest.fixture(scope="session")
+async def clones(postgres_server: str, template: str) -> AsyncIterator[postgres.Clones]:
+    clones = postgres.Clones(postgres_server, template)
+    yield clones
+    await clones.close()
+
+
 @pytest.fixture
-async def database_url(postgres_server: str, template: str) -> AsyncIterator[str]:
-    name, url = await postgres.create_database(postgres_server, template)
+async def database_url(clones: postgres.Clones) -> AsyncIterator[str]:
+    name, url = await clones.take()
     yield url
-    await postgres.drop_database(postgres_server, name)
+    clones.give_back(name)
 
 
 @pytest.fixture

@@ -95,3 +95,35 @@ async def drop_database(url: str, name: str) -> None:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+class Clones:
+    """The test databases, each cloned from the template before the test that takes it asks
+    (while the test before it runs) and dropped after it while the next one runs: a clone and a
+    drop cost a fifth of a second, which hundreds of tests would otherwise wait for in turn."""
+
+    def __init__(self, url: str, template: str) -> None:
+        self._url = url
+        self._template = template
+        self._ahead: asyncio.Task[tuple[str, str]] | None = None
+        self._dropping: set[asyncio.Task[None]] = set()
+
+    async def take(self) -> tuple[str, str]:
+        """The name and URL of a database of the template's content, for one test only."""
+        ahead = self._ahead or self._clone()
+        self._ahead = self._clone()
+        return await ahead
+
+    def give_back(self, name: str) -> None:
+        dropping = asyncio.create_task(drop_database(self._url, name))
+        self._dropping.add(dropping)
+        dropping.add_done_callback(self._dropping.discard)
+
+    async def close(self) -> None:
+        if self._ahead is not None:
+            name, _ = await self._ahead
+            self.give_back(name)
+        await asyncio.gather(*self._dropping)
+
+    def _clone(self) -> asyncio.Task[tuple[str, str]]:
+        return asyncio.create_task(create_database(self._url, self._template))
