@@ -1,6 +1,7 @@
 """Grading across several real `warmpool worker` processes behind one API process: the grading
-cap sampled from the table, the per-user cap, exactly one grading per submission and key, and
-a worker killed mid-grading whose grading another worker takes back and finishes."""
+cap sampled from the table, the per-user cap, exactly one grading per submission and key, a
+worker killed mid-grading whose grading another worker takes back and finishes, and grading
+and generation on one worker, neither waiting for the other's backlog."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import asyncpg
@@ -169,3 +171,72 @@ async def test_a_worker_killed_mid_grading_has_it_finished_by_another(
     assert (row["status"], row["attempt"], row["hidden_total"]) == ("failed", 2, 2)
     [other] = workers - {killed}
     assert row["worker_id"].endswith(f":{other}")
+
+
+# Sampled together: gradings running and not yet ended, jobs generating and ended.
+TOGETHER = """
+SELECT (SELECT count(*) FROM submissions WHERE status = 'running') AS grading,
+       (SELECT count(*) FROM submissions WHERE status IN ('pending', 'running')) AS backlog,
+       (SELECT count(*) FROM submissions WHERE status IN ('passed', 'failed', 'error'))
+           AS graded,
+       (SELECT count(*) FROM generation_jobs WHERE status = 'generating') AS generating,
+       (SELECT count(*) FROM generation_jobs WHERE status = 'completed') AS completed,
+       (SELECT count(*) FROM generation_jobs WHERE status = 'failed') AS failed
+"""
+
+
+@pytest.mark.timeout(600)
+async def test_generation_and_grading_on_one_worker_neither_waits_for_the_other(
+    database_url: str,
+    pool: asyncpg.Pool,
+    tmp_path: Path,
+    grading_workers: Callable[..., Process],
+) -> None:
+    """A backlog of gradings (seconds of sandboxed runs in the grading prover's two slots) and
+    python generations (proofs in the generation prover's slots) arrive together: jobs are made
+    and completed while gradings still wait, and gradings end while jobs generate."""
+    keys = await create_keys(database_url)
+    await stock(pool)
+    settings = {"WARMPOOL_TICK_SECONDS": "0.5", "WARMPOOL_REQUEST_TIMEOUT_SECONDS": "30"}
+    overrides = {"WARMPOOL_DOMAIN_MAP": str(domain_map(tmp_path)), **settings}
+    samples: list[asyncpg.Record] = []
+    with running_server(database_url, tmp_path, overrides=overrides, ready_within=120) as url:
+        grading_workers(**settings)
+        await graders_ready(pool)
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            app = keys["candidate_app"]
+            instances = [await serve(client, app, f"candidate-{number}") for number in range(12)]
+            for instance in instances:
+                answer = await submit(
+                    client, app, instance["id"], {"pricing.py": HARD_CODED}, instance["id"]
+                )
+                assert answer.status_code == 202, answer.text
+            for number in range(3):
+                answer = await client.post(
+                    "/v1/jobs",
+                    json={"user_id": f"maker-{number}", "track": "backend-engineer"},
+                    headers={"Authorization": f"Bearer {app}", "Idempotency-Key": f"m{number}"},
+                )
+                assert answer.status_code == 202, answer.text
+            async with pool.acquire() as sampler:
+                deadline = time.monotonic() + 300
+                while not samples or samples[-1]["backlog"] or samples[-1]["generating"]:
+                    sample = await sampler.fetchrow(TOGETHER)
+                    assert sample is not None, "an aggregate returns one row"
+                    samples.append(sample)
+                    assert time.monotonic() < deadline, f"still under way: {dict(samples[-1])}"
+                    await asyncio.sleep(0.02)
+    last = samples[-1]
+    assert (last["graded"], last["completed"], last["failed"]) == (12, 3, 0), dict(last)
+    assert any(s["grading"] and s["generating"] for s in samples), "never both at once"
+    first_made = next(s for s in samples if s["completed"])
+    both = sum(bool(s["grading"] and s["generating"]) for s in samples)
+    print(
+        f"{len(samples)} samples, {both} with both running; at the first job completed, "
+        f"{first_made['backlog']} of 12 gradings not yet ended"
+    )
+    assert first_made["backlog"] > 0, "generation waited until the gradings were done"
+    assert any(
+        later["graded"] > earlier["graded"] and earlier["generating"] and later["generating"]
+        for earlier, later in pairwise(samples)
+    ), "no grading ended while jobs were generating"
