@@ -48,7 +48,9 @@ DOMAIN_MAP = (
     + "".join(f"  {language}: [{domain}]\n" for language, domain in DOMAINS.items())
     + "domains:\n"
     + "".join(
+        # One bug serves every submission of the benchmark.
         f"  {domain}:\n    kind: technical\n    language: {language}\n    target: 0\n"
+        "    bug_share: 1000\n"
         for language, domain in DOMAINS.items()
     )
 )
@@ -72,6 +74,7 @@ async def stocked(server: str) -> tuple[str, str]:
                 target=0,
                 retire_after=1000,
                 review="proof",
+                bug_share=1000,
             )
             await store(
                 pool,
