@@ -34,16 +34,18 @@ WITH eligible AS (
            OR (SELECT count(*) FROM mission_instances i  -- the mission_instances_cohort index
                WHERE i.mission_id = m.id AND i.cohort = $7::text)
               < ($8::int[])[array_position($1::text[], m.domain)])
-      AND EXISTS (
-          SELECT 1 FROM mission_variants v  -- the mission_variants_servable index
-          -- LATERAL with a LIMIT: one index probe per variant, never a scan of every rendering.
-          CROSS JOIN LATERAL (
-              SELECT 1 FROM mission_renderings r  -- the mission_renderings_servable index
-              WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
-              LIMIT 1
-          ) ready
-          WHERE v.mission_id = m.id AND v.retired_at IS NULL
-      )
+      -- A scalar subquery with a LIMIT, run per mission: its first live variant with a ready
+      -- rendering ends it. As an EXISTS, the planner may join every live variant of every
+      -- mission to its renderings first (hundreds of probes for one serve).
+      AND (SELECT 1 FROM mission_variants v  -- the mission_variants_servable index
+           -- LATERAL with a LIMIT: one index probe per variant, never a scan of every rendering.
+           CROSS JOIN LATERAL (
+               SELECT 1 FROM mission_renderings r  -- the mission_renderings_servable index
+               WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
+               LIMIT 1
+           ) ready
+           WHERE v.mission_id = m.id AND v.retired_at IS NULL
+           LIMIT 1) IS NOT NULL
 ),
 chosen AS (
     SELECT m.id FROM missions m
@@ -136,15 +138,14 @@ WHERE m.domain = ANY($1::text[]) AND m.qa_status = 'approved' AND m.retired_at I
        OR (SELECT count(*) FROM mission_instances i
            WHERE i.mission_id = m.id AND i.cohort = $3::text)
           < ($4::int[])[array_position($1::text[], m.domain)])
-  AND EXISTS (
-      SELECT 1 FROM mission_variants v
-      CROSS JOIN LATERAL (
-          SELECT 1 FROM mission_renderings r
-          WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
-          LIMIT 1
-      ) ready
-      WHERE v.mission_id = m.id AND v.retired_at IS NULL
-  )
+  AND (SELECT 1 FROM mission_variants v
+       CROSS JOIN LATERAL (
+           SELECT 1 FROM mission_renderings r
+           WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
+           LIMIT 1
+       ) ready
+       WHERE v.mission_id = m.id AND v.retired_at IS NULL
+       LIMIT 1) IS NOT NULL
 ORDER BY m.serve_count, random()
 LIMIT 1;
 
