@@ -15,6 +15,7 @@ from core.domains import Domain, DomainMap
 from core.text import storable
 from pool import requests
 from pool.guard import UnknownTrack, allowed_domains
+from qa import review
 from server.auth import current_caller
 from server.errors import BadRequest, MissingIdempotencyKey
 from server.openapi import TRACKS, OneOf, Text
@@ -115,6 +116,12 @@ def path_id(text: str, missing: Callable[[str], Exception]) -> int:
     if not (text.isascii() and text.isdigit()) or len(text) > MAX_ID_DIGITS:
         raise missing(text)
     return int(text)
+
+
+def variant_path(mission_id: str, variant_id: str) -> tuple[int, int]:
+    """The mission and variant ids a variant's path names; a 404 for one that names no row."""
+    mission = path_id(mission_id, review.MissionNotFound)
+    return mission, path_id(variant_id, lambda text: review.VariantNotFound(mission, text))
 
 
 def check_domain(domain: str | None, domain_map: DomainMap) -> None:

@@ -15,7 +15,14 @@ from qa import review, trace
 from qa.missions import QA_STATUSES, Mission, MissionSummary
 from server.auth import current_caller, requires
 from server.openapi import DOMAINS, OneOf, Text
-from server.routes.common import NO_NUL, WORDS, check_domain, path_id, problems
+from server.routes.common import (
+    NO_NUL,
+    WORDS,
+    check_domain,
+    path_id,
+    problems,
+    variant_path,
+)
 from server.services import Services
 
 
@@ -139,8 +146,7 @@ async def retire_variant(
     services: NamedDependency[Services],
     data: JSONBody[Reason],
 ) -> Mission:
-    number = path_id(mission_id, review.MissionNotFound)
-    variant = path_id(variant_id, lambda text: review.VariantNotFound(number, text))
+    number, variant = variant_path(mission_id, variant_id)
     reviewer = current_caller(request).name
     return await reviews.retire_variant(
         services.db, number, variant, reviewer=reviewer, reason=data.reason

@@ -18,7 +18,7 @@ from qa import review
 from qa.missions import QA_STATUSES, Mission
 from qa.results import ProofRun
 from server.auth import Caller
-from server.routes.common import check_domain, path_id
+from server.routes.common import check_domain, path_id, variant_path
 from server.services import Services
 from server.ui import side_by_side
 from server.ui.rendering import notify, page
@@ -130,8 +130,7 @@ async def retire_variant(
     reviewer: NamedDependency[Caller],
     data: URLEncodedBody[ReasonForm],
 ) -> Redirect:
-    number = path_id(mission_id, review.MissionNotFound)
-    variant = path_id(variant_id, lambda text: review.VariantNotFound(number, text))
+    number, variant = variant_path(mission_id, variant_id)
     retirement = reviews.retire_variant(
         services.db, number, variant, reviewer=reviewer.name, reason=data.reason
     )
