@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 import asyncpg
@@ -23,7 +23,6 @@ from tests.support.jobs import claim, enqueue
 from tests.support.spend import Call, write_calls
 
 Client = AsyncTestClient[Litestar]
-TODAY = datetime.now(UTC).date()
 CALLS: list[Call] = [
     (0, "gpt-big", "generate", "ok", "direct", 0, Decimal("0.0400")),
     (0, "gpt-big", "generate", "ok", "background", 1, Decimal("0.0350")),
@@ -43,21 +42,20 @@ async def budget_client(settings: Settings) -> AsyncIterator[Client]:
         yield client
 
 
-async def calls_and_a_reservation(pool: asyncpg.Pool) -> int:
-    """The calls of CALLS, of one job; and the job it returns, generating, reserving $0.50 of
-    today's budget."""
+async def calls_and_a_reservation(pool: asyncpg.Pool) -> tuple[int, date]:
+    """The calls of CALLS, of one job; the job it returns, generating, reserving $0.50 of
+    today's budget; and the day the calls count back from."""
     job = await enqueue(pool, "user-1")
-    await write_calls(pool, job, 0, CALLS, input_tokens=1000, output_tokens=200)
+    today = await write_calls(pool, job, 0, CALLS, input_tokens=1000, output_tokens=200)
     running = await enqueue(pool, "user-2")
     assert await claim(pool, want=2) == [job, running]
     await pool.execute(
         "UPDATE generation_jobs SET reserved_usd = 0.5 WHERE id = $1 AND attempt = 1", running
     )
-    return running
+    return running, today
 
 
-def day_section(page: str, days_ago: int) -> str:
-    day = TODAY - timedelta(days=days_ago)
+def day_section(page: str, day: date) -> str:
     match = re.search(rf'<tbody id="day-{day}">(.*?)</tbody>', page, re.DOTALL)
     assert match, f"the page has {day}"
     return match[1]
@@ -70,7 +68,7 @@ def text(html: str) -> str:
 async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
     budget_client: Client, keys: dict[Role, str], pool: asyncpg.Pool
 ) -> None:
-    await calls_and_a_reservation(pool)
+    _, today = await calls_and_a_reservation(pool)
     await sign_in(budget_client, keys["admin"])
     response = await budget_client.get("/qa/spend?days=7")
     assert response.status_code == 200, response.text
@@ -89,12 +87,12 @@ async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
 
     total = sum(call[6] for call in in_window)
     assert f"${total:.4f} in {len(in_window)} model calls." in text(page)
-    assert f"day-{TODAY - timedelta(days=9)}" not in page, "outside the window"
-    assert f"day-{TODAY - timedelta(days=2)}" not in page, "a day without calls"
+    assert f"day-{today - timedelta(days=9)}" not in page, "outside the window"
+    assert f"day-{today - timedelta(days=2)}" not in page, "a day without calls"
 
     for days_ago in (0, 1, 3):
         calls = [call for call in in_window if call[0] == days_ago]
-        section = day_section(page, days_ago)
+        section = day_section(page, today - timedelta(days=days_ago))
         groups: dict[tuple[str, str, str, str], list[tuple[int, Decimal]]] = defaultdict(list)
         for _, model, purpose, outcome, mode, resumed, cost in calls:
             groups[(model, purpose, outcome, mode)].append((resumed, cost))
@@ -137,7 +135,7 @@ async def test_the_spend_page_shows_the_ledger_per_day_and_the_budgets_state(
 async def test_a_spent_budget_says_what_it_stops(
     budget_client: Client, keys: dict[Role, str], pool: asyncpg.Pool
 ) -> None:
-    running = await calls_and_a_reservation(pool)
+    running, _ = await calls_and_a_reservation(pool)
     await pool.execute("UPDATE generation_jobs SET reserved_usd = 2.5 WHERE id = $1", running)
     await sign_in(budget_client, keys["qa_reviewer"])
     page = (await budget_client.get("/qa/spend")).text

@@ -4,7 +4,7 @@ ledger's own query, as the spend page reads them."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import asyncpg
@@ -25,7 +25,8 @@ async def write_calls(
     *,
     input_tokens: int,
     output_tokens: int,
-) -> None:
+) -> date:
+    """Write the calls; the day they count back from, so a test never crosses midnight twice."""
     now = datetime.now(UTC)
     for number, (days_ago, model, purpose, outcome, mode, resumed, cost) in enumerate(
         calls, start=1
@@ -46,3 +47,4 @@ async def write_calls(
         await pool.execute(
             queries["llm_call_finish"], call_id, input_tokens, output_tokens, cost, outcome, None
         )
+    return now.date()
