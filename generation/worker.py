@@ -73,9 +73,12 @@ class Worker:
         self.id = worker_identity(name, self.host, os.getpid())
         self.capacity = capacity
         self._slots = asyncio.Semaphore(capacity)
-        self._running: dict[int, tuple[ClaimedJob, asyncio.Task[None]]] = {}
-        # Jobs whose generation has ended and whose final transition is being written.
-        self._finishing: set[int] = set()
+        # Keyed by job and attempt: a job given back may be claimed again by this worker while
+        # its old attempt's task is still ending, and each must leave only its own entry.
+        self._running: dict[tuple[int, int], tuple[ClaimedJob, asyncio.Task[None]]] = {}
+        # Attempts whose generation has ended: their end, or their giving back, is being written.
+        # No heartbeat reports them lost; a stop gives them a moment first.
+        self._ending: set[tuple[int, int]] = set()
         self._finisher = Finisher(db)
         self._on_slot_freed = on_slot_freed
         self._presumed_dead_after = presumed_dead_after
@@ -89,7 +92,7 @@ class Worker:
 
     def start(self, job: ClaimedJob) -> None:
         task = asyncio.create_task(self._run(job), name=f"job-{job.id}-attempt-{job.attempt}")
-        self._running[job.id] = (job, task)
+        self._running[_held(job)] = (job, task)
 
     async def _run(self, job: ClaimedJob) -> None:
         try:
@@ -106,8 +109,8 @@ class Worker:
             )
             raise
         finally:
-            del self._running[job.id]
-            self._finishing.discard(job.id)
+            del self._running[_held(job)]
+            self._ending.discard(_held(job))
             self._on_slot_freed()
 
     async def _generate(self, job: ClaimedJob) -> Ending | None:
@@ -141,7 +144,7 @@ class Worker:
             return Failed(f"generation crashed: {type(error).__name__}: {error}")
 
     async def _end(self, job: ClaimedJob, ending: Ending) -> None:
-        self._finishing.add(job.id)
+        self._ending.add(_held(job))
         try:
             async with asyncio.timeout(self._patience):
                 written = await self._finisher.finish(job, ending)
@@ -162,6 +165,7 @@ class Worker:
     async def _give_back(self, job: ClaimedJob) -> None:
         """Release one job whose generation cannot end here. If even that fails, the job leaves
         this worker anyway: no heartbeat vouches for it, and the sweeper frees its slot."""
+        self._ending.add(_held(job))
         try:
             await outlasting_outages(
                 functools.partial(self._release, [job]),
@@ -192,14 +196,11 @@ class Worker:
         lost = [job for job in held if job.id not in alive and self._generating(job)]
         for job in lost:
             _log_lost_race(job, "a heartbeat")
-            self._running[job.id][1].cancel()
+            self._running[_held(job)][1].cancel()
         return lost
 
     def _generating(self, job: ClaimedJob) -> bool:
-        entry = self._running.get(job.id)
-        return (
-            entry is not None and entry[0].attempt == job.attempt and job.id not in self._finishing
-        )
+        return _held(job) in self._running and _held(job) not in self._ending
 
     async def reconcile(self, now: datetime | None = None) -> list[int]:
         """Fail the jobs that other, now dead, processes of this worker on this machine held,
@@ -255,7 +256,7 @@ class Worker:
         """Give back the jobs generating under this worker's identity that it does not run: a
         claim committed them but its answer never arrived. Only between claims."""
         rows = await self._db.fetch(
-            queries["jobs_release_if_not_held"], self.id, list(self._running)
+            queries["jobs_release_if_not_held"], self.id, [job.id for job in self.running()]
         )
         for row in rows:
             log.warning(
@@ -280,13 +281,11 @@ class Worker:
         has ended is given a moment to write its end first (its result is paid for), and is
         released too if it could not."""
         released = await self._release_at_stop(
-            [job for job in self.running() if job.id not in self._finishing]
+            [job for job in self.running() if _held(job) not in self._ending]
         )
-        finishing = [
-            task for job_id, (_, task) in self._running.items() if job_id in self._finishing
-        ]
-        if finishing:
-            await asyncio.wait(finishing, timeout=min(FINISHING_SECONDS, self._patience))
+        ending = [task for held, (_, task) in self._running.items() if held in self._ending]
+        if ending:
+            await asyncio.wait(ending, timeout=min(FINISHING_SECONDS, self._patience))
         released += await self._release_at_stop(self.running())
         await self.stop()
         return released
@@ -304,8 +303,8 @@ class Worker:
                 extra={"worker_id": self.id},
             )
             return []
-        for job_id in released:
-            if (entry := self._running.get(job_id)) is not None:
+        for job in held:
+            if job.id in released and (entry := self._running.get(_held(job))) is not None:
                 entry[1].cancel()
         return released
 
@@ -328,6 +327,10 @@ class Worker:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _held(job: ClaimedJob) -> tuple[int, int]:
+    return job.id, job.attempt
 
 
 def worker_identity(name: str, host: str, pid: int) -> str:

@@ -30,6 +30,7 @@ JOB_END = "SET status = done.status"
 HEARTBEAT = "SET heartbeat_at = coalesce"
 CLAIM = "generation_claim_within_cap"
 CALL_START = "INSERT INTO llm_calls"
+RELEASE = "SET status = 'pending', attempt = j.attempt + 1"
 PATIENCE = 0.5
 
 
@@ -234,3 +235,65 @@ async def test_a_session_broken_during_a_store_writes_the_batch_again(
     assert await dispatch.worker.drain(grace_seconds=10)
     assert (await status_of(faulty_pool, job))["status"] == "completed"
     assert "storing the result" not in caplog.text
+
+
+class EndsAtOnceThenGated(Gated):
+    """The first attempt ends at once; later ones wait for `release()`."""
+
+    async def work(self, job: ClaimedJob) -> None:
+        if job.attempt > 1:
+            await super().work(job)
+
+
+async def test_a_job_claimed_again_while_its_old_attempt_gives_it_back_stays_held(
+    faults: Faults, faulty_pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+) -> None:
+    faults.fail(JOB_END, RuntimeError("a fault no error list names"))
+    given_back = faults.hold(RELEASE, after_running=True)
+    job = await enqueue(faulty_pool)
+    generator = EndsAtOnceThenGated()
+    dispatch = dispatcher(faulty_pool, generator, patience_seconds=PATIENCE)
+    worker = dispatch.worker
+    await dispatch.run_once()
+    (first,) = [task for task in asyncio.all_tasks() if task.get_name() == f"job-{job}-attempt-1"]
+    # The give-back committed; before the old attempt's task hears so, this worker claims the
+    # job again.
+    await given_back.reached.wait()
+    assert [claimed.attempt for claimed in await dispatch.claim()] == [3]
+    await generator.started.acquire()
+    given_back.release()
+    await asyncio.wait([first], timeout=10)
+    assert first.done()
+    assert first.exception() is None
+    assert [(held.id, held.attempt) for held in worker.running()] == [(job, 3)]
+    assert await worker.heartbeat_once() == [], "the new attempt is held and heartbeated"
+    row = await status_of(faulty_pool, job)
+    assert (row["status"], row["attempt"], row["worker_id"]) == ("generating", 3, worker.id)
+    generator.release()
+    assert await worker.drain(grace_seconds=10)
+    assert (await status_of(faulty_pool, job))["status"] == "completed"
+    assert worker.free_slots() == worker.capacity
+    assert "lost its claim" not in caplog.text
+
+
+class LosesTheDatabase(Recording):
+    async def work(self, job: ClaimedJob) -> None:
+        raise CLOSED
+
+
+async def test_a_heartbeat_racing_a_give_back_reports_no_lost_job(
+    faults: Faults, faulty_pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+) -> None:
+    given_back = faults.hold(RELEASE, after_running=True)
+    job = await enqueue(faulty_pool)
+    dispatch = dispatcher(faulty_pool, LosesTheDatabase())
+    worker = dispatch.worker
+    await dispatch.run_once()
+    # The give-back committed; a heartbeat runs before the worker hears so.
+    await given_back.reached.wait()
+    assert await worker.heartbeat_once() == []
+    given_back.release()
+    assert await worker.drain(grace_seconds=10)
+    row = await status_of(faulty_pool, job)
+    assert (row["status"], row["attempt"]) == ("pending", 2)
+    assert "lost its claim" not in caplog.text

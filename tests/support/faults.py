@@ -51,10 +51,11 @@ class Faults:
         they reach the server or, `after_running`, once the server has run them."""
         self._rules.append(_Rule(fragment, error, times, after_running))
 
-    def hold(self, fragment: str) -> Hold:
-        """The next statement containing `fragment` waits for the returned hold's release."""
+    def hold(self, fragment: str, *, after_running: bool = False) -> Hold:
+        """The next statement containing `fragment` waits for the returned hold's release,
+        before it reaches the server or, `after_running`, once the server has run it."""
         hold = Hold()
-        self._rules.append(_Rule(fragment, None, 1, hold=hold))
+        self._rules.append(_Rule(fragment, None, 1, after_running, hold))
         return hold
 
     async def pool(self, url: str) -> asyncpg.Pool:
