@@ -11,6 +11,7 @@ claim's attempt, so a worker that lost a grading writes nothing of it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -18,9 +19,10 @@ from datetime import datetime, timedelta
 import asyncpg
 import msgspec
 
-from core.sql import DATABASE_ERRORS
+from core.sql import DATABASE_ERRORS, outlasting_outages
 from generation.claims import fenced, heartbeat
 from generation.gradings import queries
+from generation.worker import PATIENCE_SECONDS
 from qa import grading
 from qa.proof import ProofUnavailable, Prover
 
@@ -137,20 +139,27 @@ class Grader:
         try:
             async with self._seatbelt:
                 verdict = await self._grade(claimed)
-                written = await self._db.fetchval(
-                    queries["grading_finish_if_running"],
-                    claimed.id,
-                    claimed.attempt,
-                    verdict.status,
-                    verdict.visible.passed,
-                    verdict.visible.failed,
-                    verdict.visible.total,
-                    verdict.hidden.passed,
-                    verdict.hidden.failed,
-                    verdict.hidden.total,
-                    msgspec.to_builtins(verdict.tests),
-                    verdict.duration_s,
-                    verdict.error,
+                # A blip must not throw a finished grading away: the write is fenced by the
+                # attempt, so trying it again after an unsure commit writes nothing twice.
+                written = await outlasting_outages(
+                    functools.partial(
+                        self._db.fetchval,
+                        queries["grading_finish_if_running"],
+                        claimed.id,
+                        claimed.attempt,
+                        verdict.status,
+                        verdict.visible.passed,
+                        verdict.visible.failed,
+                        verdict.visible.total,
+                        verdict.hidden.passed,
+                        verdict.hidden.failed,
+                        verdict.hidden.total,
+                        msgspec.to_builtins(verdict.tests),
+                        verdict.duration_s,
+                        verdict.error,
+                    ),
+                    what=f"writing submission {claimed.id}'s verdict",
+                    patience_seconds=PATIENCE_SECONDS,
                 )
             if written is None:
                 log.warning(
@@ -164,8 +173,8 @@ class Grader:
         except asyncio.CancelledError:
             raise
         except Exception:
-            # The verdict could not be written (an outage past the pool's patience, a bug): the
-            # grading stays running without heartbeats, and the sweeper takes it back.
+            # The verdict could not be written (an outage past the patience, a bug): the grading
+            # stays running without heartbeats, and the sweeper takes it back.
             log.exception(
                 "submission %s attempt %s: grading failed",
                 claimed.id,
