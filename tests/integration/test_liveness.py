@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from core.sql import Queries
 from generation.finisher import Finished
 from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
@@ -14,6 +15,9 @@ from generation.worker import Worker
 from tests.support.dispatching import MINUTE, PID_MAX, dispatcher
 from tests.support.generators import Crashing, Gated, Recording
 from tests.support.jobs import enqueue, status_of
+from tests.support.polling import eventually
+
+queries = Queries("generation")
 
 # Past the heartbeat timeout (a minute here), not past the hard limit.
 LATER = timedelta(minutes=2)
@@ -99,6 +103,39 @@ async def test_a_zombie_worker_changes_nothing_and_starts_no_further_model_call(
     await settled(dispatch.worker)
     assert not zombie.second_started
     assert await status_of(pool, job) == before
+    assert [row["outcome"] for row in await ledger_rows(pool, job)] == ["ok"]
+
+
+async def test_no_model_call_starts_while_a_sweep_of_its_job_is_under_way(
+    pool: asyncpg.Pool,
+) -> None:
+    job = await enqueue(pool)
+    zombie = TwoCalls()
+    dispatch = dispatcher(pool, zombie)
+    await dispatch.run_once()
+    await zombie.between.wait()
+    async with pool.acquire() as sweeping:
+        transaction = sweeping.transaction()
+        await transaction.start()
+        swept = await sweeping.fetch(
+            queries["jobs_fail_if_stale"], MINUTE, 10 * MINUTE, datetime.now(UTC) + LATER
+        )
+        assert [row["id"] for row in swept] == [job]
+        # The sweep is not committed: the second call's start must wait for it, then see it.
+        zombie.go_on.set()
+
+        async def call_start_waits() -> bool:
+            return bool(
+                await pool.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE '%INSERT INTO llm_calls%'"
+                )
+            )
+
+        await eventually(call_start_waits, 10, "the call's start to wait for the sweep")
+        await transaction.commit()
+    await settled(dispatch.worker)
+    assert not zombie.second_started
     assert [row["outcome"] for row in await ledger_rows(pool, job)] == ["ok"]
 
 
