@@ -359,6 +359,46 @@ async def test_a_worker_runs_a_pass_when_it_starts_then_on_its_interval(
     assert await replenish_jobs(pool) == {"sql-data": 3}
 
 
+class FailsFirst(Replenisher):
+    """A pass that crashes with a bug's error the first time, then runs as usual."""
+
+    failed = False
+
+    async def run_once(self, now: datetime | None = None) -> ReplenishPass:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("a bug in the first pass")
+        return await super().run_once(now)
+
+
+async def test_a_pass_that_crashes_runs_again_at_its_next_turn(
+    pool: asyncpg.Pool, database_url: str, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    replenisher = FailsFirst(
+        pool,
+        parsed(sql_data=2),
+        queue_limits(settings),
+        max_per_pass=settings.replenish_max_per_pass,
+        heartbeat_timeout=settings.heartbeat_timeout,
+    )
+    runtime = WorkerRuntime(
+        pool,
+        database_url,
+        msgspec.structs.replace(settings, replenish_seconds=0.2),
+        Gated(),
+        capabilities=EVERY_DOMAIN,
+        replenisher=replenisher,
+    )
+    await runtime.start()
+    try:
+        await eventually(lambda: replenish_jobs(pool), 10, "a pass after the crashed one")
+    finally:
+        await runtime.stop()
+    assert replenisher.failed
+    assert "a bug in the first pass" in caplog.text
+    assert await replenish_jobs(pool) == {"sql-data": 3}
+
+
 async def test_the_demand_count_reads_recent_instances_through_their_index(
     pool: asyncpg.Pool,
 ) -> None:
