@@ -6,7 +6,6 @@ at what the provider reports it cost (its ceiling without a report), as orphaned
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import asyncpg
@@ -14,17 +13,13 @@ import asyncpg
 from core.sql import Queries
 from generation import budget as budgets
 from generation.budget import Budget
-from generation.ledger import CallRecord
+from generation.provider import Abandon
 
 queries = Queries("generation")
 log = logging.getLogger(__name__)
 
 # Calls cancelled per pass; the next pass takes the rest.
 PER_PASS = 50
-
-# Cancels the call of a provider id and reports what it cost; None: the provider could not be
-# asked this time.
-Abandon = Callable[[str], Awaitable[CallRecord | None]]
 
 
 class AbandonedCalls:

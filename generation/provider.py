@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Protocol
 
 from core.domains import Domain
 from generation.drafts import MissionDraft, SabotageDraft
-from generation.ledger import Ledger
+from generation.ledger import CallRecord, Ledger
+
+# Cancels the call of a provider id and reports what it cost; None: the provider could not be
+# asked this time.
+Abandon = Callable[[str], Awaitable[CallRecord | None]]
 
 
 class ProviderError(Exception):
@@ -25,6 +30,12 @@ class Provider(Protocol):
 
     def worst_case_cost_usd(self, calls: int) -> Decimal:
         """The most `calls` model calls can cost: what the spend budget reserves."""
+        ...
+
+    @property
+    def abandon(self) -> Abandon | None:
+        """Cancels at the provider a call that no job will use (generation/abandoned.py); None
+        for a provider whose calls never outlive their worker."""
         ...
 
     async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:

@@ -18,11 +18,11 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from core.domains import DomainMap
 from core.sql import DATABASE_ERRORS, Connection
-from generation.abandoned import Abandon, AbandonedCalls
+from generation.abandoned import AbandonedCalls
 from generation.budget import Budget
 from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
 from generation.metrics import QueueMetrics
-from generation.openai.provider import OpenAIProvider
+from generation.provider import Abandon
 from generation.registry import Capabilities, Registration
 from generation.retention import Retention
 from generation.sweeper import Sweeper
@@ -257,11 +257,7 @@ async def running_worker(
             replenisher=services.replenisher(db, settings, domain_map, metrics),
             metrics=metrics,
             budget=spend_budget(settings, chosen.provider),
-            abandon=(
-                chosen.provider.background.abandon
-                if isinstance(chosen.provider, OpenAIProvider)
-                else None
-            ),
+            abandon=chosen.provider.abandon,
         )
         await runtime.start()
         try:

@@ -23,6 +23,7 @@ MODEL = "offline-catalog"
 class OfflineProvider:
     name = "offline"
     prompt_version = None
+    abandon = None
 
     def __init__(self, delay_seconds: float) -> None:
         self._delay_seconds = delay_seconds

@@ -79,6 +79,7 @@ class OpenAIProvider:
             timeout_seconds=timeout_seconds,
             retry=self._retry,
         )
+        self.abandon = self.background.abandon
         self._mission = AnswerFormat("mission", MissionDraft)
         self._sabotage = AnswerFormat("sabotage", SabotageDraft)
 

@@ -56,9 +56,11 @@ BREAKS_ONE = SabotageDraft(
 
 
 class FreeOfCharge:
-    """What a test provider shares with the offline one: no prompt, no cost, nothing to close."""
+    """What a test provider shares with the offline one: no prompt, no cost, nothing to close
+    or cancel."""
 
     prompt_version: str | None = None
+    abandon = None
 
     def worst_case_cost_usd(self, calls: int) -> Decimal:
         return Decimal(0)
