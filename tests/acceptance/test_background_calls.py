@@ -18,12 +18,11 @@ import pytest
 
 from core.sql import Queries
 from generation.worker import worker_identity
-from tests.acceptance.test_startup import QUIET_MAP
 from tests.support.jobs import enqueue, status_of
 from tests.support.openai_stub import COPY_ANSWERS, OpenAIStub
 from tests.support.polling import eventually
 from tests.support.private_postgres import PrivatePostgres
-from tests.support.server import Process, environment, spawn
+from tests.support.server import QUIET_MAP, Process, environment, spawn
 
 pytestmark = pytest.mark.slow
 queries = Queries("generation")

@@ -23,22 +23,13 @@ import pytest
 
 from generation.worker import worker_identity
 from tests.support.polling import eventually
-from tests.support.server import ROOT, Process, environment, spawn
+from tests.support.server import QUIET_MAP, ROOT, Process, environment, spawn
 
 pytestmark = pytest.mark.slow
 
 WORKER_NAME = "startup-test"
 # One track, one domain that keeps no missions ready: a worker on it has nothing to make, so
 # whatever it logs or calls comes from start-up alone.
-QUIET_MAP = """\
-tracks:
-  marketing-manager: [marketing-copy]
-domains:
-  marketing-copy:
-    kind: non_technical
-    language: none
-    target: 0
-"""
 OFFLINE = "missions come from the offline provider"
 TEXT_LINE = re.compile(
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?P<level>[A-Z]+) (?P<logger>[\w.]+): (?P<message>.*)$"

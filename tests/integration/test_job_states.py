@@ -13,7 +13,8 @@ from generation.finisher import Ending, Failed, Finished, Finisher
 from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
 from generation.worker import Worker
-from tests.support.dispatching import PID_MAX
+from tests.support.dispatching import DEAD, PID_MAX, restarted
+from tests.support.generators import Holding
 from tests.support.jobs import claim, enqueue, finish, job_in, status_of
 from tests.support.polling import eventually
 
@@ -22,7 +23,6 @@ HOUR = timedelta(hours=1)
 STATUSES = ("pending", "generating", "awaiting_review", "completed", "failed", "cancelled")
 MISSION = 41
 # A process of this machine ("box") that is no longer alive.
-DEAD = f"box:box-host:{PID_MAX + 1}"
 
 
 async def row_of(pool: asyncpg.Pool, job_id: int) -> dict[str, object]:
@@ -52,15 +52,6 @@ async def claimed(pool: asyncpg.Pool, job_id: int, attempt: int) -> ClaimedJob:
         domain=row["domain"],
         created_at=row["created_at"],
     )
-
-
-class Holding:
-    """A generation that runs until its worker stops it. It makes no model call, so it never
-    learns that its job was lost, and its worker holds the job to the end."""
-
-    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Ending:
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable: the worker stops it")
 
 
 async def worker_holding(pool: asyncpg.Pool, *held: tuple[int, int]) -> Worker:
@@ -356,13 +347,6 @@ async def test_rejecting_a_mission_fails_only_the_jobs_awaiting_its_review(
     async with pool.acquire() as connection:
         assert await review_settlement.fail_awaiting_review(connection, MISSION, "rejected") == 0
     assert await row_of(pool, job) == before
-
-
-def restarted(pool: asyncpg.Pool) -> Worker:
-    """The dead process's successor, which takes a silent heartbeat for death at once."""
-    return Worker(
-        pool, Holding(), name="box", host="box-host", capacity=1, presumed_dead_after=timedelta(0)
-    )
 
 
 async def test_a_restarted_worker_fails_the_jobs_its_dead_process_was_generating(

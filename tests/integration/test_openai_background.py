@@ -23,8 +23,7 @@ from generation.ledger import JobLost, Ledger
 from generation.openai import prices
 from generation.openai.provider import OpenAIProvider, worst_case_cost_usd
 from generation.provider import ProviderError
-from tests.integration.test_openai_provider import DOMAIN, MISSION, MODEL
-from tests.support.openai_stub import USAGE, OpenAIStub
+from tests.support.openai_stub import DOMAIN, MISSION, MODEL, USAGE, OpenAIStub
 from tests.support.polling import eventually
 
 queries = Queries("generation")

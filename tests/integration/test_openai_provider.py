@@ -15,7 +15,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from core.domains import Domain
 from generation.drafts import MissionDraft, SabotageDraft
 from generation.ledger import JobLost, Ledger
 from generation.openai import prices
@@ -24,8 +23,10 @@ from generation.openai.provider import OpenAIProvider, worst_case_cost_usd
 from generation.provider import ProviderError
 from tests.support.openai_stub import (
     ANSWERS,
+    DOMAIN,
     GOLD_FILES,
-    HIDDEN_TEST_FILES,
+    MISSION,
+    MODEL,
     SABOTAGED_FILES,
     TEST_FILES,
     USAGE,
@@ -35,18 +36,7 @@ from tests.support.openai_stub import (
     running_stub,
 )
 
-MODEL = "gpt-4o-mini"
 PRICE = prices.load().for_model(MODEL)
-DOMAIN = Domain(
-    name="python-backend", kind="technical", language="python", target=1, retire_after=100
-)
-MISSION = MissionDraft(
-    title=ANSWERS["mission"]["title"],
-    brief=ANSWERS["mission"]["brief"],
-    gold_files=GOLD_FILES,
-    test_files=TEST_FILES,
-    hidden_test_files=HIDDEN_TEST_FILES,
-)
 
 
 @dataclass

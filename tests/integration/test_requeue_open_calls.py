@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from generation.sweeper import REQUEUE_ATTEMPTS_BELOW, Sweeper
-from tests.integration.test_job_states import DEAD, restarted
+from tests.support.dispatching import DEAD, restarted
 from tests.support.jobs import claim, enqueue, status_of
 
 MINUTE = timedelta(minutes=1)

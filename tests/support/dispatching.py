@@ -12,6 +12,7 @@ import asyncpg
 from generation.dispatcher import Dispatcher
 from generation.sweeper import Sweeper
 from generation.worker import PATIENCE_SECONDS, Generator, Worker
+from tests.support.generators import Holding
 
 # The kernel's largest pid: above it, never a live process.
 PID_MAX = int(Path("/proc/sys/kernel/pid_max").read_text())
@@ -45,4 +46,15 @@ def dispatcher(
     )
     return Dispatcher(
         pool, worker, sweeper, global_cap=cap, replenish_cap=replenish_cap, domains=domains
+    )
+
+
+# A process of the worker "box" on "box-host" that no longer exists.
+DEAD = f"box:box-host:{PID_MAX + 1}"
+
+
+def restarted(pool: asyncpg.Pool) -> Worker:
+    """The dead process's successor, which takes a silent heartbeat for death at once."""
+    return Worker(
+        pool, Holding(), name="box", host="box-host", capacity=1, presumed_dead_after=timedelta(0)
     )

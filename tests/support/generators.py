@@ -58,3 +58,12 @@ class Gated(Recording):
 class Crashing(Recording):
     async def work(self, job: ClaimedJob) -> None:
         raise RuntimeError("the model answered nonsense")
+
+
+class Holding:
+    """A generation that runs until its worker stops it. It makes no model call, so it never
+    learns that its job was lost, and its worker holds the job to the end."""
+
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Finished:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable: the worker stops it")

@@ -32,6 +32,9 @@ import uvicorn
 from litestar import Litestar, Request, Response, get, post
 from litestar.params import FromPath
 
+from core.domains import Domain
+from generation.drafts import MissionDraft
+
 Behaviour = Literal[
     "ok",
     "slow",  # `ok`, after `delay_seconds`
@@ -100,6 +103,19 @@ ANSWERS: dict[str, dict[str, Any]] = {
         "grader_hint": "Look at how the dictionary value is updated inside the loop.",
     },
 }
+
+# What the provider tests ask the stub for, and the mission its answers make.
+MODEL = "gpt-4o-mini"
+DOMAIN = Domain(
+    name="python-backend", kind="technical", language="python", target=1, retire_after=100
+)
+MISSION = MissionDraft(
+    title=ANSWERS["mission"]["title"],
+    brief=ANSWERS["mission"]["brief"],
+    gold_files=GOLD_FILES,
+    test_files=TEST_FILES,
+    hidden_test_files=HIDDEN_TEST_FILES,
+)
 
 
 # A mission without code (language none, such as marketing-copy) and its sabotage.

@@ -4,15 +4,26 @@ dispatcher, run by a worker, their ends written, all within the test."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import asyncpg
+import msgspec
 
+from core.domains import DomainMap, load
 from generation.dispatcher import Dispatcher
 from generation.jobs import ClaimedJob
 from generation.sweeper import Sweeper
 from generation.worker import Generator, Worker
 
 MINUTE = timedelta(minutes=1)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def shipped_map(**changes: object) -> DomainMap:
+    """The shipped domain map, with these keys of python-backend's entry changed."""
+    shipped = load(ROOT / "domain_map.yaml")
+    backend = msgspec.structs.replace(shipped.domains["python-backend"], **changes)
+    return msgspec.structs.replace(shipped, domains=shipped.domains | {"python-backend": backend})
 
 
 async def run_pending(

@@ -22,6 +22,17 @@ from tests.support.polling import until
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# A map under which a worker makes nothing by itself: one domain, no stock to keep.
+QUIET_MAP = """\
+tracks:
+  marketing-manager: [marketing-copy]
+domains:
+  marketing-copy:
+    kind: non_technical
+    language: none
+    target: 0
+"""
+
 
 async def create_keys(database_url: str) -> dict[Role, str]:
     connection = await asyncpg.connect(database_url)

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 import yaml
 
-from core.domains import DomainMap, load, parse
+from core.domains import DomainMap, parse
 from generation.offline import OfflineProvider
 from generation.pipeline import MissionPipeline
 from generation.provider import Provider
@@ -18,7 +18,7 @@ from pool import waiting
 from qa.proof import Prover
 from qa.results import Trust
 from tests.support.jobs import enqueue, status_of
-from tests.support.pipelines import run_pending
+from tests.support.pipelines import run_pending, shipped_map
 from tests.support.providers import (
     BREAKS_ONE,
     BROKEN_GOLD,
@@ -30,12 +30,6 @@ from tests.support.providers import (
 from tests.support.proving import require
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def domain_map(**changes: object) -> DomainMap:
-    shipped = load(ROOT / "domain_map.yaml")
-    backend = msgspec.structs.replace(shipped.domains["python-backend"], **changes)
-    return msgspec.structs.replace(shipped, domains=shipped.domains | {"python-backend": backend})
 
 
 def edited_map(**backend: object) -> DomainMap:
@@ -61,7 +55,7 @@ async def run_job(
         provider=provider,
         prover=prover,
         trust=trust,
-        domain_map=domains or domain_map(),
+        domain_map=domains or shipped_map(),
         sabotage_tries=3,
         serve_waiting_user=waiting.serve_waiting_user,
     )
@@ -158,7 +152,7 @@ async def test_a_domain_reviewed_by_proof_serves_the_waiting_user_at_once(
 ) -> None:
     require(prover, "python", "trusted")
     job = await run_job(
-        pool, prover, Scripted(PRICES, [OFF_BY_ONE]), user="cy", domains=domain_map(review="proof")
+        pool, prover, Scripted(PRICES, [OFF_BY_ONE]), user="cy", domains=shipped_map(review="proof")
     )
     assert job["status"] == "completed"
     assert job["instance_id"] is not None
@@ -214,7 +208,7 @@ async def test_a_bug_that_breaks_only_some_tests_is_refused_by_default(
     pool: asyncpg.Pool, prover: Prover
 ) -> None:
     require(prover, "python", "trusted")
-    domains = domain_map()
+    domains = shipped_map()
     assert domains.domains["python-backend"].sabotage_must_fail == "all", "the default"
     job = await run_job(pool, prover, Scripted(PRICES, [BREAKS_ONE]), user=None, domains=domains)
     assert job["status"] == "failed"

@@ -16,9 +16,8 @@ from generation.pipeline import MissionPipeline
 from pool import waiting
 from pool.replenish import Replenisher
 from qa.proof import Prover
-from tests.integration.proof.test_pipeline import domain_map
 from tests.support.jobs import LIMITS
-from tests.support.pipelines import run_pending
+from tests.support.pipelines import run_pending, shipped_map
 from tests.support.proving import require
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=60)
@@ -27,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("standing_worker")
 
 def only_python(retire_after: int) -> DomainMap:
     """python-backend alone, its missions served `retire_after` times, each bug 5 times."""
-    shipped = domain_map(retire_after=retire_after, retire_jitter=False, target=1)
+    shipped = shipped_map(retire_after=retire_after, retire_jitter=False, target=1)
     return msgspec.structs.replace(
         shipped,
         tracks={"backend-engineer": ("python-backend",)},
