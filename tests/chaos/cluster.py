@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from generation.worker import worker_identity
+from tests.support.polling import eventually
 from tests.support.server import Process, environment, free_port, spawn, wait_ready
 
 START_WITHIN_SECONDS = 60
@@ -138,9 +139,12 @@ class Cluster:
         if place.role == "api":
             await asyncio.to_thread(wait_ready, place.url, place.process, START_WITHIN_SECONDS)
             return
+        process = place.process
         started = f"worker {place.worker_id} started"
-        deadline = time.monotonic() + START_WITHIN_SECONDS
-        while started not in place.process.output():
-            if place.process.popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{place.name} did not start:\n{place.process.output()}")
-            await asyncio.sleep(0.1)
+
+        async def started_or_exited() -> bool:
+            return started in process.output() or process.popen.poll() is not None
+
+        await eventually(started_or_exited, START_WITHIN_SECONDS, f"{place.name} to start")
+        if started not in process.output():
+            raise RuntimeError(f"{place.name} did not start:\n{process.output()}")
