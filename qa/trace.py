@@ -73,12 +73,12 @@ async def fingerprint_renderings_of(connection: Executor, variant_id: int) -> No
         await _fingerprint(connection, row["id"], row["files"])
 
 
-async def fingerprint_pending(pool: asyncpg.Pool) -> int:
+async def fingerprint_pending(db: asyncpg.Pool) -> int:
     """Fingerprint every rendering not yet fingerprinted; how many were."""
     done = 0
-    while batch := await pool.fetch(queries["renderings_unfingerprinted"], _BATCH):
+    while batch := await db.fetch(queries["renderings_unfingerprinted"], _BATCH):
         for row in batch:
-            async with pool.acquire() as connection, connection.transaction():
+            async with db.acquire() as connection, connection.transaction():
                 await _fingerprint(connection, row["id"], row["files"])
         done += len(batch)
     return done
@@ -90,19 +90,19 @@ async def _fingerprint(connection: Executor, rendering_id: int, files: dict[str,
     await connection.execute(queries["rendering_mark_fingerprinted"], rendering_id)
 
 
-async def trace(pool: asyncpg.Pool, text: str) -> list[Match]:
+async def trace(db: asyncpg.Pool, text: str) -> list[Match]:
     hashes = await asyncio.to_thread(fingerprints.of_files, texts_of(text))
     if not hashes:
         return []
-    await fingerprint_pending(pool)
-    renderings = await pool.fetch(
+    await fingerprint_pending(db)
+    renderings = await db.fetch(
         queries["renderings_sharing_fingerprints"],
         list(hashes),
         math.ceil(MIN_SHARE * len(hashes)),
         MAX_RENDERINGS,
     )
     scores = {row["rendering_id"]: row["weight"] / len(hashes) for row in renderings}
-    instances = await pool.fetch(queries["instances_of_renderings"], list(scores))
+    instances = await db.fetch(queries["instances_of_renderings"], list(scores))
     matches = [
         Match(
             instance_id=str(row["id"]),
