@@ -291,8 +291,8 @@ def query(database_url: str, sql: str, *arguments: object) -> list[asyncpg.Recor
 
 
 def lost(database_url: str, under_way: list[int]) -> tuple[list[str], dict[str, int]]:
-    """What the stop left undone (none of it may be), and how the jobs under way at the stop
-    ended, by status."""
+    """What the stop left undone or failed (none of it may be), and how the jobs under way at
+    the stop ended, by status."""
     [counts] = query(
         database_url,
         """
@@ -312,6 +312,10 @@ def lost(database_url: str, under_way: list[int]) -> tuple[list[str], dict[str, 
         """,
         under_way,
     )
+    # A job under way at a stop ends or goes back to the queue; the stop fails none.
+    faults += [
+        f"{row['count']} {row['outcome']}" for row in ended if row["outcome"].startswith("failed")
+    ]
     return faults, {row["outcome"]: row["count"] for row in ended}
 
 
