@@ -12,6 +12,7 @@ connection of its own (`server.snapshots`), and they are answered one at a time,
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar, get_args
@@ -284,6 +285,7 @@ class Scrape:
         yield from _unlabelled(snapshot.queue, QUEUE_GAUGES)
         domains = {each.domain: each for each in snapshot.pool_stats.domains}
         yield from _per_label(GaugeMetricFamily, "domain", domains, DOMAIN_GAUGES)
+        yield _disabled_workers(snapshot.pool_stats.domains)
         yield from _per_label(CounterMetricFamily, "domain", snapshot.serves, [SERVES])
         # Every outcome a call can end with, at 0 until one does; a call under way is none.
         by_outcome = snapshot.spend.by_outcome
@@ -333,6 +335,25 @@ def _unlabelled(row: Row, figures: Sequence[Figure[Row]]) -> Iterator[Metric]:
         yield GaugeMetricFamily(
             figure.name, f"{figure.source}: {figure.what}.", value=figure.value(row)
         )
+
+
+def _disabled_workers(domains: Sequence[stats.DomainPool]) -> Metric:
+    """Why a domain waits: the live workers that cannot make it, by the reason each gives (a
+    few reasons per domain, such as a missing tool, so the labels stay few)."""
+    metric = GaugeMetricFamily(
+        "warmpool_pool_domain_disabled_workers",
+        f"{DATABASE}: live workers that cannot make the domain's missions, per domain and the "
+        "reason they give.",
+        labels=["domain", "reason"],
+    )
+    reasons = Counter(
+        (domain.domain, disabled.reason)
+        for domain in domains
+        for disabled in domain.disabled_reasons
+    )
+    for (domain, reason), workers in sorted(reasons.items()):
+        metric.add_metric([domain, reason], workers)
+    return metric
 
 
 def _per_label(

@@ -22,6 +22,7 @@ from litestar.testing import AsyncTestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from core import domains
+from generation.registry import NOT_IN_ITS_MAP
 from pool import serving
 from server.app import create_app
 from server.auth import Role
@@ -161,6 +162,12 @@ async def test_whether_a_live_worker_can_make_each_domain(
     await standing_worker(
         database_url, "no-pgtap", domains=["python-backend"], disabled={"sql-data": "no pgTAP"}
     )
+    await standing_worker(
+        database_url,
+        "no-pgtap-either",
+        domains=["python-backend", "marketing-copy"],
+        disabled={"sql-data": "no pgTAP"},
+    )
     metrics = await scrape(client)
     enabled = {
         domain: metrics("warmpool_pool_domain_enabled", domain=domain)
@@ -170,7 +177,17 @@ async def test_whether_a_live_worker_can_make_each_domain(
         "python-backend": 1,
         "sql-data": 0,
         "javascript-frontend": 0,
-        "marketing-copy": 0,
+        "marketing-copy": 1,
+    }
+    disabled = {
+        (dict(labels)["domain"], dict(labels)["reason"]): workers
+        for (name, labels), workers in metrics.samples.items()
+        if name == "warmpool_pool_domain_disabled_workers"
+    }
+    assert disabled == {
+        ("sql-data", "no pgTAP"): 2,
+        ("javascript-frontend", NOT_IN_ITS_MAP): 2,
+        ("marketing-copy", NOT_IN_ITS_MAP): 1,
     }
     what = metrics.help["warmpool_pool_domain_enabled"]
     assert what.startswith("Database, read at scrape time: 1 while some live worker"), what
