@@ -68,6 +68,9 @@ def main() -> int:
         worker_concurrency=10,
         max_pending=500,
         lanes=48,
+        # At this rate a 2 s window holds some 200 completions: after each fault they must be
+        # back to the whole offered rate, not a share of it.
+        recovery_share=1.0,
     )
     log_dir = Path(tempfile.mkdtemp(prefix="warmpool-chaos-"))
     report = asyncio.run(run(scenario, log_dir))
