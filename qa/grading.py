@@ -5,9 +5,9 @@ Candidate code is hostile. It may read every file it can reach and raise it as a
 message, so the two runs never share a workspace: the visible run holds no hidden test, and
 of the hidden run only counts are kept (no test id, message, log or problem text of its own),
 checked against the hidden tests the gold's proof counted. Code that runs inside the test
-runner's process can rewrite its report; the report must then still agree with the runner's
-exit status and name exactly the tests the mission has, which a forger must first reconstruct
-blind, since nothing of the hidden run comes back.
+runner's process can make the runner report what it likes; each run carries canaries
+(qa/canaries.py), tests that must fail, and a run whose canaries did not all fail is judged
+`failed`, none of its tests counted as passed.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from collections.abc import Mapping
 
 import msgspec
 
+from qa.canaries import Canaries
 from qa.proof import Prover
-from qa.results import ProofRun, short
+from qa.results import ProofRun, TestResult, short
 
 # What a hidden run's problem may say: the sandbox's own words for how a run ended, never the
 # runner's (which quote the tests). Anything else is an unreadable report.
@@ -67,9 +68,13 @@ async def grade(
 ) -> Verdict:
     """Raises ProofUnavailable when this machine cannot run untrusted code of `language`."""
     started = time.monotonic()
-    visible = await prover.run(language, code_files, visible_test_files, trust="untrusted")
-    shown = [Graded(test.id, test.outcome, short(test.message)) for test in visible.tests]
-    visible_counts = _counts(visible)
+    canaries = Canaries(language)
+    visible = await prover.run(
+        language, code_files, canaries.beside(visible_test_files), trust="untrusted"
+    )
+    visible_tests, _ = canaries.apart(visible.tests)
+    shown = [Graded(test.id, test.outcome, short(test.message)) for test in visible_tests]
+    visible_counts = _counts(visible_tests)
     none = Counts(0, 0, 0)
     if not visible.conclusive:
         # A timeout, a crash, a run over its caps or an unreadable report: the hidden run,
@@ -82,6 +87,8 @@ async def grade(
             duration_s=_since(started),
             error=f"the visible tests' run proves nothing: {visible.reason}",
         )
+    if (forged := canaries.problem(visible.tests)) is not None:
+        return _untrusted(visible_counts, none, started, forged)
     if not hidden_test_files:
         return Verdict(
             status="error",
@@ -91,12 +98,16 @@ async def grade(
             duration_s=_since(started),
             error="this mission has no hidden tests, so no fix of it can pass",
         )
-    hidden = await prover.run(language, code_files, hidden_test_files, trust="untrusted")
-    hidden_counts, hidden_problem = _hidden(hidden, expected_hidden)
+    hidden = await prover.run(
+        language, code_files, canaries.beside(hidden_test_files), trust="untrusted"
+    )
+    hidden_counts, hidden_problem = _hidden(hidden, expected_hidden, canaries)
     status = "passed"
     error: str | None = None
     if hidden_problem is not None:
         status, error = "error", hidden_problem
+    elif (forged := canaries.problem(hidden.tests)) is not None:
+        return _untrusted(visible_counts, hidden_counts, started, forged)
     elif visible_counts.failed or hidden_counts.failed:
         status = "failed"
         error = (
@@ -113,12 +124,28 @@ async def grade(
     )
 
 
-def _counts(run: ProofRun) -> Counts:
+def _untrusted(visible: Counts, hidden: Counts, started: float, problem: str) -> Verdict:
+    """A run whose canaries did not fail: its report says nothing of the code, so none of its
+    tests counts as passed and none is shown."""
+    return Verdict(
+        status="failed",
+        visible=Counts(0, visible.total, visible.total),
+        hidden=Counts(0, hidden.total, hidden.total),
+        tests=[],
+        duration_s=_since(started),
+        error=problem,
+    )
+
+
+def _counts(tests: list[TestResult]) -> Counts:
     # Skipped counts as not passed: code may skip the tests it cannot pass.
-    return Counts(run.passed, run.total - run.passed, run.total)
+    passed = sum(test.outcome == "passed" for test in tests)
+    return Counts(passed, len(tests) - passed, len(tests))
 
 
-def _hidden(run: ProofRun, expected: list[str] | None) -> tuple[Counts, str | None]:
+def _hidden(
+    run: ProofRun, expected: list[str] | None, canaries: Canaries
+) -> tuple[Counts, str | None]:
     """The hidden run's counts, and why they prove nothing, in words of warmpool's own."""
     if not run.conclusive:
         reason = run.reason or ""
@@ -127,10 +154,11 @@ def _hidden(run: ProofRun, expected: list[str] | None) -> tuple[Counts, str | No
             "wrote no readable report",
         )
         return Counts(0, 0, 0), f"the hidden tests' run {said}"
-    ran = sorted(test.id for test in run.tests)
+    tests, _ = canaries.apart(run.tests)
+    ran = sorted(test.id for test in tests)
     if (expected is not None and ran != expected) or not ran:
         return Counts(0, 0, 0), "the hidden tests' report does not match the mission's hidden tests"
-    return _counts(run), None
+    return _counts(tests), None
 
 
 def _since(started: float) -> float:
