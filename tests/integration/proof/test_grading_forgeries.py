@@ -114,3 +114,95 @@ async def test_a_forged_pass_is_caught_by_the_canaries(
     assert (verdict.status, verdict.error) == ("failed", NOT_TRUSTED)
     assert verdict.visible.passed == verdict.hidden.passed == 0
     assert verdict.tests == []
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# A mission of one function whose bug is left in, tested with `is()` as pgTAP missions are,
+# after the data each test inserts.
+ANSWER_BUG = (
+    "CREATE TABLE asked (question text);\n"
+    "CREATE FUNCTION answer() RETURNS bigint LANGUAGE sql AS $$ SELECT 41::bigint $$;\n"
+)
+ANSWER_TESTS = {
+    "test_answer.sql": "CREATE FUNCTION test_the_answer() RETURNS SETOF text LANGUAGE plpgsql\n"
+    "AS $$ BEGIN\n"
+    "    INSERT INTO asked VALUES ('life');\n"
+    "    RETURN NEXT is(answer(), 42::bigint, 'the answer');\n"
+    "END $$;\n"
+}
+ANSWER_HIDDEN_TESTS = {
+    "test_hidden_answer.sql": "CREATE FUNCTION test_hidden_answer_twice() RETURNS SETOF text\n"
+    "LANGUAGE plpgsql AS $$ BEGIN\n"
+    "    INSERT INTO asked VALUES ('the universe'), ('everything');\n"
+    "    RETURN NEXT is(answer(), 42::bigint, 'once');\n"
+    "    RETURN NEXT is(answer() + 0, 42::bigint, 'twice');\n"
+    "END $$;\n"
+}
+# pgTAP's is(anyelement, anyelement, text) loses to a function of the exact argument types,
+# wherever it is on the search path.
+SHADOW = (
+    "CREATE FUNCTION public.is(bigint, bigint, text) RETURNS text LANGUAGE sql "
+    "AS $is$ SELECT tap.pass($3) $is$"
+)
+SHADOWED_IS = f"{SHADOW};\n{ANSWER_BUG}"
+# The same function made by the code while a test runs (a trigger of the data it inserts),
+# before its assertions.
+SHADOWED_DURING_THE_TEST = ANSWER_BUG + (
+    "CREATE FUNCTION shadow() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+    "BEGIN EXECUTE " + quote_literal(SHADOW) + "; RETURN NULL; END $$;\n"
+    "CREATE TRIGGER shadow AFTER INSERT ON asked EXECUTE FUNCTION shadow();\n"
+)
+# Every assertion after the code runs becomes a TODO, which pgTAP's runner does not count as a
+# failure of the test.
+TODO_FROM_THE_CODE = ANSWER_BUG.replace(
+    "LANGUAGE sql AS $$ SELECT 41::bigint $$",
+    "LANGUAGE plpgsql AS $$ BEGIN PERFORM tap.todo_start('later'); RETURN 41; END $$",
+)
+# pgTAP's runner runs public.teardown* after each test, before it reads the failures' count.
+FAILURES_ERASED_AT_TEARDOWN = ANSWER_BUG + (
+    "CREATE FUNCTION teardown_results() RETURNS SETOF text LANGUAGE plpgsql AS $$\n"
+    "BEGIN PERFORM tap._set('failed', 0); END $$;\n"
+)
+REFUSED = "is refused: its name is one that pgTAP or its test runner calls"
+UNBACKED = "pgTAP counted it as passed, but not every assertion in it passed"
+
+
+@pytest.mark.parametrize(
+    ("forgery", "status", "caught"),
+    [
+        (SHADOWED_IS, "error", REFUSED),
+        (SHADOWED_DURING_THE_TEST, "failed", "did not pass"),
+        (TODO_FROM_THE_CODE, "error", UNBACKED),
+        (FAILURES_ERASED_AT_TEARDOWN, "error", REFUSED),
+    ],
+    ids=[
+        "shadowed-assertion",
+        "shadowed-during-the-test",
+        "todo-from-the-code",
+        "failures-erased-at-teardown",
+    ],
+)
+async def test_a_forged_pgtap_pass_is_never_a_pass(
+    prover: Prover, forgery: str, status: str, caught: str
+) -> None:
+    """Each is caught where pgTAP is guarded (see proof_database.sql and qa/sql_runner.py),
+    before the canaries, which would catch the last two too."""
+    require(prover, "sql", "untrusted")
+    gold = {"answer.sql": ANSWER_BUG.replace("41", "42")}
+    proven = await prover.run("sql", gold, ANSWER_HIDDEN_TESTS, trust="trusted")
+    expected = hidden_test_ids(proven)
+    honest = await grade(
+        prover, "sql", {"answer.sql": ANSWER_BUG}, ANSWER_TESTS, ANSWER_HIDDEN_TESTS, expected
+    )
+    assert honest.status == "failed"
+
+    verdict = await grade(
+        prover, "sql", {"answer.sql": forgery}, ANSWER_TESTS, ANSWER_HIDDEN_TESTS, expected
+    )
+
+    assert verdict.status == status, verdict
+    assert caught in (verdict.error or ""), verdict
+    assert verdict.visible.passed == verdict.hidden.passed == 0, verdict
