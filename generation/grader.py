@@ -57,6 +57,7 @@ class Grader:
         languages: Sequence[str],
         heartbeat_timeout: timedelta,
         pending_expiry: timedelta,
+        time_limit_s: float,
         on_slot_freed: Callable[[], None] = lambda: None,
     ) -> None:
         self._db = db
@@ -67,6 +68,7 @@ class Grader:
         self._languages = list(languages)
         self._heartbeat_timeout = heartbeat_timeout
         self._pending_expiry = pending_expiry
+        self._time_limit_s = time_limit_s
         self._on_slot_freed = on_slot_freed
         self._seatbelt = asyncio.Semaphore(capacity)
         self._running: dict[int, tuple[ClaimedGrading, asyncio.Task[None]]] = {}
@@ -194,6 +196,7 @@ class Grader:
                 claimed.visible_test_files,
                 claimed.hidden_test_files,
                 claimed.hidden_test_ids,
+                time_limit_s=self._time_limit_s,
             )
         except ProofUnavailable as error:
             none = grading.Counts(0, 0, 0)

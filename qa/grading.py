@@ -12,8 +12,9 @@ runner's process can make the runner report what it likes; each run carries cana
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 import msgspec
 
@@ -65,76 +66,88 @@ async def grade(
     visible_test_files: Mapping[str, str],
     hidden_test_files: Mapping[str, str],
     expected_hidden: list[str] | None,
+    *,
+    time_limit_s: float,
 ) -> Verdict:
-    """Raises ProofUnavailable when this machine cannot run untrusted code of `language`."""
+    """Raises ProofUnavailable when this machine cannot run untrusted code of `language`.
+    Both runs together end within `time_limit_s`: what still runs then is stopped."""
     started = time.monotonic()
+    deadline = asyncio.get_running_loop().time() + time_limit_s
+    timed_out = f"the grading timed out after {time_limit_s:g} s"
+    none = Counts(0, 0, 0)
     canaries = Canaries(language)
-    visible = await prover.run(
-        language, code_files, canaries.beside(visible_test_files), trust="untrusted"
+
+    def ended(
+        status: str, visible: Counts, hidden: Counts, tests: list[Graded], error: str | None
+    ) -> Verdict:
+        return Verdict(
+            status=status,
+            visible=visible,
+            hidden=hidden,
+            tests=tests,
+            duration_s=round(time.monotonic() - started, 3),
+            error=error,
+        )
+
+    visible = await _before(
+        deadline,
+        prover.run(language, code_files, canaries.beside(visible_test_files), trust="untrusted"),
     )
+    if visible is None:
+        return ended("error", none, none, [], timed_out)
     visible_tests, _ = canaries.apart(visible.tests)
     shown = [Graded(test.id, test.outcome, short(test.message)) for test in visible_tests]
     visible_counts = _counts(visible_tests)
-    none = Counts(0, 0, 0)
     if not visible.conclusive:
         # A timeout, a crash, a run over its caps or an unreadable report: the hidden run,
         # which holds the same code, is not worth a slot.
-        return Verdict(
-            status="error",
-            visible=visible_counts,
-            hidden=none,
-            tests=shown,
-            duration_s=_since(started),
-            error=f"the visible tests' run proves nothing: {visible.reason}",
-        )
+        reason = f"the visible tests' run proves nothing: {visible.reason}"
+        return ended("error", visible_counts, none, shown, reason)
     if (forged := canaries.problem(visible.tests)) is not None:
-        return _untrusted(visible_counts, none, started, forged)
+        return ended("failed", _untrusted(visible_counts), none, [], forged)
     if not hidden_test_files:
-        return Verdict(
-            status="error",
-            visible=visible_counts,
-            hidden=none,
-            tests=shown,
-            duration_s=_since(started),
-            error="this mission has no hidden tests, so no fix of it can pass",
-        )
-    hidden = await prover.run(
-        language, code_files, canaries.beside(hidden_test_files), trust="untrusted"
+        reason = "this mission has no hidden tests, so no fix of it can pass"
+        return ended("error", visible_counts, none, shown, reason)
+    hidden = await _before(
+        deadline,
+        prover.run(language, code_files, canaries.beside(hidden_test_files), trust="untrusted"),
     )
+    if hidden is None:
+        return ended("error", visible_counts, none, shown, timed_out)
     hidden_counts, hidden_problem = _hidden(hidden, expected_hidden, canaries)
-    status = "passed"
-    error: str | None = None
     if hidden_problem is not None:
-        status, error = "error", hidden_problem
-    elif (forged := canaries.problem(hidden.tests)) is not None:
-        return _untrusted(visible_counts, hidden_counts, started, forged)
-    elif visible_counts.failed or hidden_counts.failed:
-        status = "failed"
-        error = (
+        return ended("error", visible_counts, none, shown, hidden_problem)
+    if (forged := canaries.problem(hidden.tests)) is not None:
+        untrusted = (_untrusted(visible_counts), _untrusted(hidden_counts))
+        return ended("failed", *untrusted, [], forged)
+    if visible_counts.failed or hidden_counts.failed:
+        return ended(
+            "failed",
+            visible_counts,
+            hidden_counts,
+            shown,
             f"{visible_counts.failed} of {visible_counts.total} visible and "
-            f"{hidden_counts.failed} of {hidden_counts.total} hidden tests did not pass"
+            f"{hidden_counts.failed} of {hidden_counts.total} hidden tests did not pass",
         )
-    return Verdict(
-        status=status,
-        visible=visible_counts,
-        hidden=hidden_counts,
-        tests=shown,
-        duration_s=_since(started),
-        error=error,
-    )
+    return ended("passed", visible_counts, hidden_counts, shown, None)
 
 
-def _untrusted(visible: Counts, hidden: Counts, started: float, problem: str) -> Verdict:
-    """A run whose canaries did not fail: its report says nothing of the code, so none of its
-    tests counts as passed and none is shown."""
-    return Verdict(
-        status="failed",
-        visible=Counts(0, visible.total, visible.total),
-        hidden=Counts(0, hidden.total, hidden.total),
-        tests=[],
-        duration_s=_since(started),
-        error=problem,
-    )
+async def _before(deadline: float, run: Awaitable[ProofRun]) -> ProofRun | None:
+    """The run, or None when the grading's time ran out first: the run is then stopped, and
+    its processes killed (the sandbox does so whatever ends a run), before this returns."""
+    try:
+        async with asyncio.timeout_at(deadline) as limit:
+            return await run
+    except TimeoutError:
+        if not limit.expired():
+            raise
+        return None
+
+
+def _untrusted(counts: Counts) -> Counts:
+    """A run whose canaries did not fail says nothing of the code: none of its tests counts as
+    passed (and none is shown)."""
+    return Counts(0, counts.total, counts.total)
 
 
 def _counts(tests: list[TestResult]) -> Counts:
@@ -159,7 +172,3 @@ def _hidden(
     if (expected is not None and ran != expected) or not ran:
         return Counts(0, 0, 0), "the hidden tests' report does not match the mission's hidden tests"
     return _counts(tests), None
-
-
-def _since(started: float) -> float:
-    return round(time.monotonic() - started, 3)

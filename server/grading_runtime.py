@@ -170,6 +170,7 @@ async def _start(
             languages=languages,
             heartbeat_timeout=settings.heartbeat_timeout,
             pending_expiry=timedelta(seconds=settings.pending_expiry_seconds),
+            time_limit_s=settings.grading_time_limit_seconds,
             on_slot_freed=lambda: runtime.wake() if runtime is not None else None,
         )
         runtime = GradingRuntime(grader, database_url, settings)

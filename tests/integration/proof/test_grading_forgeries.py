@@ -11,7 +11,7 @@ from generation.offline.catalog import CatalogMission
 from qa.canaries import NOT_TRUSTED
 from qa.grading import Verdict, grade, hidden_test_ids
 from qa.proof import Prover
-from tests.support.proving import require
+from tests.support.proving import GRADING_TIME_LIMIT_S, require
 
 # Two lines at the top of a module: every pytest test "runs" without running.
 NO_OP_TESTS = "import _pytest.python as _p\n_p.Function.runtest = lambda self: None\n"
@@ -78,6 +78,7 @@ async def graded_with_the_bug(prover: Prover, mission: CatalogMission, forgery: 
         mission.test_files,
         mission.hidden_test_files,
         hidden_test_ids(proven),
+        time_limit_s=GRADING_TIME_LIMIT_S,
     )
     assert honest.status == "failed"  # the bug is there to be caught
     forged = {path: forgery + code for path, code in bug.items()}
@@ -88,6 +89,7 @@ async def graded_with_the_bug(prover: Prover, mission: CatalogMission, forgery: 
         mission.test_files,
         mission.hidden_test_files,
         hidden_test_ids(proven),
+        time_limit_s=GRADING_TIME_LIMIT_S,
     )
 
 
@@ -195,12 +197,24 @@ async def test_a_forged_pgtap_pass_is_never_a_pass(
     proven = await prover.run("sql", gold, ANSWER_HIDDEN_TESTS, trust="trusted")
     expected = hidden_test_ids(proven)
     honest = await grade(
-        prover, "sql", {"answer.sql": ANSWER_BUG}, ANSWER_TESTS, ANSWER_HIDDEN_TESTS, expected
+        prover,
+        "sql",
+        {"answer.sql": ANSWER_BUG},
+        ANSWER_TESTS,
+        ANSWER_HIDDEN_TESTS,
+        expected,
+        time_limit_s=GRADING_TIME_LIMIT_S,
     )
     assert honest.status == "failed"
 
     verdict = await grade(
-        prover, "sql", {"answer.sql": forgery}, ANSWER_TESTS, ANSWER_HIDDEN_TESTS, expected
+        prover,
+        "sql",
+        {"answer.sql": forgery},
+        ANSWER_TESTS,
+        ANSWER_HIDDEN_TESTS,
+        expected,
+        time_limit_s=GRADING_TIME_LIMIT_S,
     )
 
     assert verdict.status == status, verdict
