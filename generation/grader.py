@@ -71,7 +71,9 @@ class Grader:
         self._time_limit_s = time_limit_s
         self._on_slot_freed = on_slot_freed
         self._seatbelt = asyncio.Semaphore(capacity)
-        self._running: dict[int, tuple[ClaimedGrading, asyncio.Task[None]]] = {}
+        # Keyed by submission and attempt: a grading taken back may be claimed again by this
+        # grader while its old attempt's task is still ending, and each leaves only its own.
+        self._running: dict[tuple[int, int], tuple[ClaimedGrading, asyncio.Task[None]]] = {}
         self._claiming = asyncio.Lock()
         self._stopped = False
 
@@ -127,9 +129,10 @@ class Grader:
             claimed = [msgspec.convert(dict(row), ClaimedGrading) for row in rows]
             for grading_claim in claimed:
                 task = asyncio.create_task(
-                    self._run(grading_claim), name=f"grading-{grading_claim.id}"
+                    self._run(grading_claim),
+                    name=f"grading-{grading_claim.id}-attempt-{grading_claim.attempt}",
                 )
-                self._running[grading_claim.id] = (grading_claim, task)
+                self._running[_held(grading_claim)] = (grading_claim, task)
             return claimed
 
     async def _run(self, claimed: ClaimedGrading) -> None:
@@ -184,7 +187,7 @@ class Grader:
                 extra=fields,
             )
         finally:
-            del self._running[claimed.id]
+            del self._running[_held(claimed)]
             self._on_slot_freed()
 
     async def _grade(self, claimed: ClaimedGrading) -> grading.Verdict:
@@ -216,13 +219,13 @@ class Grader:
             return []
         alive = await heartbeat(self._db, queries["gradings_heartbeat_if_running"], held, now)
         lost = [
-            claimed.id
+            claimed
             for claimed in held
-            if claimed.id not in alive and claimed.id in self._running
+            if claimed.id not in alive and _held(claimed) in self._running
         ]
-        for submission_id in lost:
-            self._running[submission_id][1].cancel()
-        return lost
+        for claimed in lost:
+            self._running[_held(claimed)][1].cancel()
+        return [claimed.id for claimed in lost]
 
     async def stop(self, grace_seconds: float) -> None:
         """Claim nothing more; let the gradings under way end within the grace, then give the
@@ -244,3 +247,7 @@ class Grader:
         for task in remaining:
             task.cancel()
         await asyncio.gather(*remaining, return_exceptions=True)
+
+
+def _held(claimed: ClaimedGrading) -> tuple[int, int]:
+    return claimed.id, claimed.attempt

@@ -119,6 +119,28 @@ async def test_a_grading_taken_back_meanwhile_is_stopped_at_the_heartbeat(
     assert (await row(pool, submission))["status"] == "pending"
 
 
+async def test_a_grading_taken_back_and_claimed_again_here_holds_both_attempts_apart(
+    pool: asyncpg.Pool, mission: int, stopped_at_the_end: list[Grader]
+) -> None:
+    """The old attempt's task, still ending, leaves the new attempt's place alone."""
+    submission = await pending_submission(pool, mission)
+    prover = GatedProver()
+    both = grader(pool, prover)
+    stopped_at_the_end.append(both)
+    await both.claim()
+    await both.sweep(later())
+    assert len(await both.claim()) == 1
+    assert sorted((held.id, held.attempt) for held in both.running()) == [
+        (submission, 1),
+        (submission, 2),
+    ]
+
+    prover.gate.set()
+    await eventually_here(lambda: not both.running(), 5, "both attempts to end")
+    ended = await row(pool, submission)
+    assert (ended["status"], ended["attempt"]) == ("error", 2)
+
+
 async def test_a_grading_taken_back_at_every_attempt_ends_as_an_error(
     pool: asyncpg.Pool, mission: int, stopped_at_the_end: list[Grader]
 ) -> None:
