@@ -81,11 +81,13 @@ class Grader:
         return [claimed for claimed, _ in self._running.values()]
 
     async def run_once(self, now: datetime | None = None) -> list[ClaimedGrading]:
-        """One tick: take back dead workers' gradings, expire the stale pending, then claim."""
+        """One tick: take back dead workers' gradings, expire the stale pending, give back what
+        a lost claim's answer left under this grader, then claim."""
         try:
             await self.sweep(now)
+            await self.release_unheld()
         except DATABASE_ERRORS as error:
-            log.warning("grading sweep failed, will retry next tick: %s", error)
+            log.warning("grading maintenance failed, will retry next tick: %s", error)
         return await self.claim(now)
 
     async def sweep(self, now: datetime | None = None) -> list[int]:
@@ -105,6 +107,23 @@ class Grader:
         )
         return [row["id"] for row in rows] + [row["id"] for row in expired]
 
+    async def release_unheld(self) -> list[int]:
+        """Give back the gradings running under this grader's identity that it does not run: a
+        claim committed them, but its answer never arrived (a timeout, a dropped connection)."""
+        async with self._claiming:  # between claims: none of this grader's is in flight
+            rows = await self._db.fetch(
+                queries["gradings_release_if_not_held"],
+                self.worker_id,
+                [claimed.id for claimed in self.running()],
+            )
+        for row in rows:
+            log.warning(
+                "submission %s went back to the queue: its claim's answer was lost",
+                row["id"],
+                extra={"submission_id": row["id"], "attempt": row["attempt"]},
+            )
+        return [row["id"] for row in rows]
+
     async def claim(self, now: datetime | None = None) -> list[ClaimedGrading]:
         async with self._claiming:  # runs never overlap within a process
             want = self.capacity - len(self._running)
@@ -123,7 +142,7 @@ class Grader:
                     )
             except DATABASE_ERRORS as error:
                 # Counting failed (or the claim did, its answer lost): the system counts as
-                # full; what it may have claimed the sweeper takes back.
+                # full; what it may have claimed, the next tick's release_unheld gives back.
                 log.warning("grading claim failed, claiming nothing until the next try: %s", error)
                 return []
             claimed = [msgspec.convert(dict(row), ClaimedGrading) for row in rows]

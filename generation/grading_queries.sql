@@ -108,6 +108,16 @@ FROM unnest($1::bigint[], $2::int[]) AS held(id, attempt)
 WHERE s.id = held.id AND s.attempt = held.attempt AND s.status = 'running'
 RETURNING s.id;
 
+-- name: gradings_release_if_not_held
+-- Gradings running under this grader's identity that it does not run: a claim whose answer
+-- never reached it (a timeout, a broken connection) committed them all the same. The caller
+-- runs this under its claim lock, never beside one of its claims, so none is in flight. They
+-- keep their attempt: the next claim's is a new one, which fences off the lost claim.
+UPDATE submissions
+SET status = 'pending', worker_id = NULL, started_at = NULL, heartbeat_at = NULL
+WHERE status = 'running' AND worker_id = $1::text AND NOT (id = ANY($2::bigint[]))
+RETURNING id, attempt;
+
 -- name: gradings_take_back_if_stale
 -- The sweeper: a grading whose worker stopped heartbeating goes back to the queue (the next
 -- claim's attempt fences off the dead worker), unless it has been taken back $2 times already:

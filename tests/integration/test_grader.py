@@ -1,7 +1,8 @@
 """The grading queue, driven directly through generation/grader.py on the real database, with a
 gated stand-in for the sandbox (the sandbox's own runs are tests/integration/proof's): attempt
 fencing, heartbeats, the attempts limit, pending expiry, giving back at a stop, the seatbelt, a
-verdict written through a blip, and NOTIFY waking a grader whose tick is far off."""
+claim whose answer was lost, a verdict written through a blip, and NOTIFY waking a grader
+whose tick is far off."""
 
 from __future__ import annotations
 
@@ -206,6 +207,26 @@ async def test_the_seatbelt_holds_gradings_past_the_capacity_should_the_count_be
     prover.gate.set()
     await eventually_here(lambda: not belted.running(), 5, "the three gradings to end")
     assert prover.highest == 1
+
+
+async def test_a_claim_whose_answer_was_lost_is_given_back_at_the_next_tick(
+    pool: asyncpg.Pool, mission: int, stopped_at_the_end: list[Grader]
+) -> None:
+    submission = await pending_submission(pool, mission)
+    losing = grader(pool, GatedProver())
+    stopped_at_the_end.append(losing)
+    # What a claim whose answer never arrived (a timeout, a dropped connection) leaves: its
+    # gradings running under the grader's identity, the grader holding none of them.
+    async with pool.acquire() as connection, connection.transaction():
+        await connection.execute(queries["grading_dispatch_lock"])
+        await connection.fetch(
+            queries["submissions_claim_within_cap"], 1, 10, losing.worker_id, ["python"], None
+        )
+    assert losing.running() == []
+
+    [claimed] = await losing.run_once()  # long before the heartbeat timeout
+    assert (claimed.id, claimed.attempt) == (submission, 2)
+    assert [held.id for held in losing.running()] == [submission]
 
 
 async def test_a_verdict_that_meets_a_database_blip_is_written_once_it_answers(
