@@ -157,14 +157,15 @@ WHERE heartbeat_at > coalesce($2::timestamptz, now()) - $1::interval
 ORDER BY name;
 
 -- name: submissions_stats_of_missions
--- Per mission: graded submissions, passed ones, and the median time from the instance's serve
--- to a passing submission (how long a candidate takes to solve it).
+-- Per mission: submissions judged (passed or failed), passed ones, and the median time from the
+-- instance's serve to a passing submission (how long a candidate takes to solve it). An error
+-- judged no fix (the sandbox failed, the run proved nothing): it counts for no pass rate.
 SELECT mission_id, count(*) AS count, count(*) FILTER (WHERE status = 'passed') AS passed,
        percentile_cont(0.5) WITHIN GROUP (
            ORDER BY extract(epoch FROM created_at - instance_created_at)
        ) FILTER (WHERE status = 'passed') AS median_duration_s
 FROM submissions
-WHERE mission_id = ANY($1::bigint[]) AND status IN ('passed', 'failed', 'error')
+WHERE mission_id = ANY($1::bigint[]) AND status IN ('passed', 'failed')
 GROUP BY mission_id;
 
 -- name: submissions_stats_of_variants
@@ -176,7 +177,7 @@ SELECT i.variant_id, count(*) AS count, count(*) FILTER (WHERE s.status = 'passe
        ) FILTER (WHERE s.status = 'passed') AS median_duration_s
 FROM submissions s
 JOIN mission_instances i ON i.id = s.instance_id
-WHERE s.mission_id = $1 AND s.status IN ('passed', 'failed', 'error')
+WHERE s.mission_id = $1 AND s.status IN ('passed', 'failed')
 GROUP BY i.variant_id;
 
 -- name: grading_signals_by_domain
