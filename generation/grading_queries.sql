@@ -181,12 +181,22 @@ WHERE s.mission_id = $1 AND s.status IN ('passed', 'failed')
 GROUP BY i.variant_id;
 
 -- name: grading_signals_by_domain
--- For /metrics, per domain: graded submissions and those that passed, ever, from the totals
--- the grading's end keeps.
-SELECT domain, sum(submissions)::bigint AS graded,
-       (sum(submissions) FILTER (WHERE status = 'passed'))::bigint AS passed
+-- For /metrics, per domain: submissions judged (passed or failed), those that passed, and the
+-- errors (which judged no fix), ever, from the totals the grading's end keeps.
+SELECT domain,
+       coalesce(sum(submissions) FILTER (WHERE status IN ('passed', 'failed')), 0)::bigint
+           AS graded,
+       coalesce(sum(submissions) FILTER (WHERE status = 'passed'), 0)::bigint AS passed,
+       coalesce(sum(submissions) FILTER (WHERE status = 'error'), 0)::bigint AS errored
 FROM submission_totals
 GROUP BY domain;
+
+-- name: grading_pass_times_by_domain
+-- For /metrics, per domain and bucket: the passing submissions and their times' sum, ever,
+-- from the buckets each pass keeps (migration 0027).
+SELECT domain, le, sum(submissions)::bigint AS submissions, sum(seconds) AS seconds
+FROM submission_pass_times
+GROUP BY domain, le;
 
 -- name: gradings_in_flight
 -- For /metrics: pending and running submissions, from their partial indexes only.

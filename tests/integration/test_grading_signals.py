@@ -173,6 +173,32 @@ async def test_metrics_count_graded_submissions_per_domain_as_gradings_end(
     await pool.execute("UPDATE submissions SET status = 'passed' WHERE user_id = 'candidate-1'")
 
     text = (await client.get("/metrics")).text
-    assert '\nwarmpool_submissions_graded_total{domain="python-backend"} 4.0\n' in text
+    # Judged: two passed and one failed; the error judged no fix.
+    assert '\nwarmpool_submissions_graded_total{domain="python-backend"} 3.0\n' in text
     assert '\nwarmpool_submissions_passed_total{domain="python-backend"} 2.0\n' in text
+    assert '\nwarmpool_submissions_errored_total{domain="python-backend"} 1.0\n' in text
     assert '\nwarmpool_submissions_graded_total{domain="marketing-copy"} 0.0\n' in text
+
+
+async def test_metrics_give_the_time_to_a_passing_submission_per_domain(
+    client: Client, pool: asyncpg.Pool
+) -> None:
+    """As a histogram whose median (histogram_quantile) is the domain's, kept as gradings pass."""
+    quick, slow = await stock(pool, PYTHON), await stock(pool, PYTHON)
+    await graded_submissions(pool, quick, ["passed", "failed"], timedelta(minutes=2))
+    await graded_submissions(pool, slow, ["error", "passed", "passed"], timedelta(minutes=10))
+    # One that passes later, as a grading ends.
+    await pool.execute(
+        "UPDATE submissions SET status = 'running' WHERE mission_id = $1 AND status = 'failed'",
+        quick,
+    )
+    await pool.execute("UPDATE submissions SET status = 'passed' WHERE status = 'running'")
+
+    text = (await client.get("/metrics")).text
+    histogram = "warmpool_submission_time_to_pass_seconds"
+    python = 'domain="python-backend"'
+    for bound, passes in [("60.0", 0), ("300.0", 2), ("900.0", 4), ("86400.0", 4), ("+Inf", 4)]:
+        assert f'\n{histogram}_bucket{{{python},le="{bound}"}} {passes}.0\n' in text, bound
+    assert f"\n{histogram}_count{{{python}}} 4.0\n" in text
+    assert f"\n{histogram}_sum{{{python}}} {2 * 120 + 2 * 600}.0\n" in text
+    assert f'\n{histogram}_count{{domain="marketing-copy"}} 0.0\n' in text
