@@ -186,6 +186,6 @@ async def _start(
         ", ".join(languages) or "nothing",
         settings.proof_slots,
         settings.gradings_cap,
-        extra={"worker_id": worker_id, "slot_uids": list(prover.slot_uids)},
+        extra={"worker_id": worker_id, "prover": "grading", "slot_uids": list(prover.slot_uids)},
     )
     return runtime, prover

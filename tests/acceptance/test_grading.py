@@ -23,8 +23,8 @@ from tests.support.grading import (
     domain_map,
     graded,
     graders_ready,
-    grading_uids,
     serve,
+    slot_uids,
     stock,
     submit,
     verdict,
@@ -226,7 +226,7 @@ async def test_hostile_code_ends_within_the_time_limit_and_leaves_nothing(
     assert any("refused" in test["message"] or "unreachable" in test["message"] for test in network)
 
     [log] = grading.log_dir.glob("serve-*.log")
-    uids = grading_uids(log)
+    uids = slot_uids(log)
     assert uids, "grading runs under sandbox uids of its own"
 
     async def clean() -> bool:

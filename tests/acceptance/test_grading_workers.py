@@ -13,6 +13,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,16 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support.grading import HARD_CODED, domain_map, graders_ready, serve, stock, submit
+from qa import processes
+from tests.support.grading import (
+    HARD_CODED,
+    domain_map,
+    graders_ready,
+    serve,
+    slot_uids,
+    stock,
+    submit,
+)
 from tests.support.polling import eventually
 from tests.support.proving import ensure_toolchain
 from tests.support.server import Process, create_keys, environment, running_server, spawn
@@ -221,16 +231,26 @@ async def test_a_worker_killed_mid_grading_has_it_finished_by_another(
     assert row["worker_id"].endswith(f":{other}")
 
 
-# Sampled together: gradings running and not yet ended, jobs generating and ended.
+# Sampled with the sandboxes' processes: gradings not yet ended, and ended; jobs generating, and
+# completed or failed.
 TOGETHER = """
-SELECT (SELECT count(*) FROM submissions WHERE status = 'running') AS grading,
-       (SELECT count(*) FROM submissions WHERE status IN ('pending', 'running')) AS backlog,
+SELECT (SELECT count(*) FROM submissions WHERE status IN ('pending', 'running')) AS backlog,
        (SELECT count(*) FROM submissions WHERE status IN ('passed', 'failed', 'error'))
            AS graded,
-       (SELECT count(*) FROM generation_jobs WHERE status = 'generating') AS generating,
+       (SELECT count(*) FROM generation_jobs WHERE status IN ('pending', 'generating'))
+           AS generating,
        (SELECT count(*) FROM generation_jobs WHERE status = 'completed') AS completed,
        (SELECT count(*) FROM generation_jobs WHERE status = 'failed') AS failed
 """
+
+
+@dataclass(frozen=True)
+class Together:
+    """One moment: the table's counts, and which sandboxes had a run under way."""
+
+    counts: asyncpg.Record
+    grading: bool  # the grading prover's slot had a process
+    proving: bool  # the generation prover's slot had a process
 
 
 @pytest.mark.timeout(600)
@@ -240,23 +260,32 @@ async def test_generation_and_grading_on_one_worker_neither_waits_for_the_other(
     tmp_path: Path,
     grading_workers: Callable[..., Process],
 ) -> None:
-    """A backlog of gradings (seconds of sandboxed runs in the grading prover's two slots) and
-    python generations (proofs in the generation prover's slots) arrive together: jobs are made
-    and completed while gradings still wait, and gradings end while jobs generate."""
+    """One proof slot each, and a backlog of slow gradings (seconds each) that keeps grading's
+    slot busy: with one shared queue, a generation's proof would wait for a grading to end,
+    and the two sandboxes would never run at once. Here each keeps its share: generation's
+    proofs run in their own slot while grading's is busy, every job is made while gradings
+    still wait, and gradings end while generation proves."""
     keys = await create_keys(database_url)
     await stock(pool)
-    settings = {"WARMPOOL_TICK_SECONDS": "0.5", "WARMPOOL_REQUEST_TIMEOUT_SECONDS": "30"}
+    settings = {
+        "WARMPOOL_PROOF_SLOTS": "1",
+        "WARMPOOL_TICK_SECONDS": "0.5",
+        "WARMPOOL_REQUEST_TIMEOUT_SECONDS": "30",
+    }
+    slow = HARD_CODED.replace("def total(", "__import__('time').sleep(1)\n\n\ndef total(")
     overrides = {"WARMPOOL_DOMAIN_MAP": str(domain_map(tmp_path)), **settings}
-    samples: list[asyncpg.Record] = []
+    samples: list[Together] = []
     with running_server(database_url, tmp_path, overrides=overrides, ready_within=120) as url:
-        grading_workers(**settings)
+        worker = grading_workers(**settings)
         await graders_ready(pool)
+        [grading_uid] = slot_uids(worker.log, "grading")
+        [proving_uid] = slot_uids(worker.log, "generation")
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             app = keys["candidate_app"]
-            instances = [await serve(client, app, f"candidate-{number}") for number in range(12)]
+            instances = [await serve(client, app, f"candidate-{number}") for number in range(5)]
             for instance in instances:
                 answer = await submit(
-                    client, app, instance["id"], {"pricing.py": HARD_CODED}, instance["id"]
+                    client, app, instance["id"], {"pricing.py": slow}, instance["id"]
                 )
                 assert answer.status_code == 202, answer.text
             for number in range(3):
@@ -268,23 +297,31 @@ async def test_generation_and_grading_on_one_worker_neither_waits_for_the_other(
                 assert answer.status_code == 202, answer.text
             async with pool.acquire() as sampler:
                 deadline = time.monotonic() + 300
-                while not samples or samples[-1]["backlog"] or samples[-1]["generating"]:
-                    sample = await sampler.fetchrow(TOGETHER)
-                    assert sample is not None, "an aggregate returns one row"
-                    samples.append(sample)
-                    assert time.monotonic() < deadline, f"still under way: {dict(samples[-1])}"
+                while (
+                    not samples or samples[-1].counts["backlog"] or samples[-1].counts["generating"]
+                ):
+                    counts = await sampler.fetchrow(TOGETHER)
+                    assert counts is not None, "an aggregate returns one row"
+                    samples.append(
+                        Together(
+                            counts,
+                            grading=bool(processes.living(grading_uid)),
+                            proving=bool(processes.living(proving_uid)),
+                        )
+                    )
+                    assert time.monotonic() < deadline, f"still under way: {dict(counts)}"
                     await asyncio.sleep(0.02)
-    last = samples[-1]
-    assert (last["graded"], last["completed"], last["failed"]) == (12, 3, 0), dict(last)
-    assert any(s["grading"] and s["generating"] for s in samples), "never both at once"
-    first_made = next(s for s in samples if s["completed"])
-    both = sum(bool(s["grading"] and s["generating"]) for s in samples)
+    last = samples[-1].counts
+    assert (last["graded"], last["completed"], last["failed"]) == (5, 3, 0), dict(last)
+    both = sum(sample.grading and sample.proving for sample in samples)
+    made = next(sample for sample in samples if sample.counts["completed"] == 3)
     print(
-        f"{len(samples)} samples, {both} with both running; at the first job completed, "
-        f"{first_made['backlog']} of 12 gradings not yet ended"
+        f"{len(samples)} samples, {both} with both sandboxes running; when the last job was "
+        f"made, {made.counts['backlog']} of 5 gradings not yet ended"
     )
-    assert first_made["backlog"] > 0, "generation waited until the gradings were done"
+    assert both, "the two sandboxes never ran at once: one waited for the other's slot"
+    assert made.counts["backlog"] > 0, "generation waited until the gradings were done"
     assert any(
-        later["graded"] > earlier["graded"] and earlier["generating"] and later["generating"]
+        later.counts["graded"] > earlier.counts["graded"] and earlier.proving and later.proving
         for earlier, later in pairwise(samples)
-    ), "no grading ended while jobs were generating"
+    ), "no grading ended while generation was proving"

@@ -133,14 +133,15 @@ async def graders_ready(pool: asyncpg.Pool, count: int = 1, within: float = 90) 
     await eventually(ready, within, f"{count} worker(s) grading python", every=0.2)
 
 
-def grading_uids(log: Path) -> list[int]:
-    """The sandbox uids of the grading slots, from a worker's JSON log."""
+def slot_uids(log: Path, prover: str = "grading") -> list[int]:
+    """The sandbox uids of a prover's slots (`grading`, `generation`), from a worker's JSON
+    log."""
     for line in log.read_text(errors="replace").splitlines():
         if line.startswith("{"):
             record = json.loads(line)
-            if "slot_uids" in record:
+            if record.get("prover") == prover and "slot_uids" in record:
                 return [int(uid) for uid in record["slot_uids"] if uid is not None]
-    raise AssertionError(f"no grading start line in {log}")
+    raise AssertionError(f"no start line of the {prover} prover in {log}")
 
 
 _users = itertools.count(1)
