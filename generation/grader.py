@@ -57,6 +57,7 @@ class Grader:
         languages: Sequence[str],
         heartbeat_timeout: timedelta,
         pending_expiry: timedelta,
+        time_limit_s: float,
         on_slot_freed: Callable[[], None] = lambda: None,
     ) -> None:
         self._db = db
@@ -67,9 +68,12 @@ class Grader:
         self._languages = list(languages)
         self._heartbeat_timeout = heartbeat_timeout
         self._pending_expiry = pending_expiry
+        self._time_limit_s = time_limit_s
         self._on_slot_freed = on_slot_freed
         self._seatbelt = asyncio.Semaphore(capacity)
-        self._running: dict[int, tuple[ClaimedGrading, asyncio.Task[None]]] = {}
+        # Keyed by submission and attempt: a grading taken back may be claimed again by this
+        # grader while its old attempt's task is still ending, and each leaves only its own.
+        self._running: dict[tuple[int, int], tuple[ClaimedGrading, asyncio.Task[None]]] = {}
         self._claiming = asyncio.Lock()
         self._stopped = False
 
@@ -77,11 +81,13 @@ class Grader:
         return [claimed for claimed, _ in self._running.values()]
 
     async def run_once(self, now: datetime | None = None) -> list[ClaimedGrading]:
-        """One tick: take back dead workers' gradings, expire the stale pending, then claim."""
+        """One tick: take back dead workers' gradings, expire the stale pending, give back what
+        a lost claim's answer left under this grader, then claim."""
         try:
             await self.sweep(now)
+            await self.release_unheld()
         except DATABASE_ERRORS as error:
-            log.warning("grading sweep failed, will retry next tick: %s", error)
+            log.warning("grading maintenance failed, will retry next tick: %s", error)
         return await self.claim(now)
 
     async def sweep(self, now: datetime | None = None) -> list[int]:
@@ -101,6 +107,23 @@ class Grader:
         )
         return [row["id"] for row in rows] + [row["id"] for row in expired]
 
+    async def release_unheld(self) -> list[int]:
+        """Give back the gradings running under this grader's identity that it does not run: a
+        claim committed them, but its answer never arrived (a timeout, a dropped connection)."""
+        async with self._claiming:  # between claims: none of this grader's is in flight
+            rows = await self._db.fetch(
+                queries["gradings_release_if_not_held"],
+                self.worker_id,
+                [claimed.id for claimed in self.running()],
+            )
+        for row in rows:
+            log.warning(
+                "submission %s went back to the queue: its claim's answer was lost",
+                row["id"],
+                extra={"submission_id": row["id"], "attempt": row["attempt"]},
+            )
+        return [row["id"] for row in rows]
+
     async def claim(self, now: datetime | None = None) -> list[ClaimedGrading]:
         async with self._claiming:  # runs never overlap within a process
             want = self.capacity - len(self._running)
@@ -119,15 +142,16 @@ class Grader:
                     )
             except DATABASE_ERRORS as error:
                 # Counting failed (or the claim did, its answer lost): the system counts as
-                # full; what it may have claimed the sweeper takes back.
+                # full; what it may have claimed, the next tick's release_unheld gives back.
                 log.warning("grading claim failed, claiming nothing until the next try: %s", error)
                 return []
             claimed = [msgspec.convert(dict(row), ClaimedGrading) for row in rows]
             for grading_claim in claimed:
                 task = asyncio.create_task(
-                    self._run(grading_claim), name=f"grading-{grading_claim.id}"
+                    self._run(grading_claim),
+                    name=f"grading-{grading_claim.id}-attempt-{grading_claim.attempt}",
                 )
-                self._running[grading_claim.id] = (grading_claim, task)
+                self._running[_held(grading_claim)] = (grading_claim, task)
             return claimed
 
     async def _run(self, claimed: ClaimedGrading) -> None:
@@ -182,7 +206,7 @@ class Grader:
                 extra=fields,
             )
         finally:
-            del self._running[claimed.id]
+            del self._running[_held(claimed)]
             self._on_slot_freed()
 
     async def _grade(self, claimed: ClaimedGrading) -> grading.Verdict:
@@ -194,6 +218,7 @@ class Grader:
                 claimed.visible_test_files,
                 claimed.hidden_test_files,
                 claimed.hidden_test_ids,
+                time_limit_s=self._time_limit_s,
             )
         except ProofUnavailable as error:
             none = grading.Counts(0, 0, 0)
@@ -213,13 +238,13 @@ class Grader:
             return []
         alive = await heartbeat(self._db, queries["gradings_heartbeat_if_running"], held, now)
         lost = [
-            claimed.id
+            claimed
             for claimed in held
-            if claimed.id not in alive and claimed.id in self._running
+            if claimed.id not in alive and _held(claimed) in self._running
         ]
-        for submission_id in lost:
-            self._running[submission_id][1].cancel()
-        return lost
+        for claimed in lost:
+            self._running[_held(claimed)][1].cancel()
+        return [claimed.id for claimed in lost]
 
     async def stop(self, grace_seconds: float) -> None:
         """Claim nothing more; let the gradings under way end within the grace, then give the
@@ -241,3 +266,7 @@ class Grader:
         for task in remaining:
             task.cancel()
         await asyncio.gather(*remaining, return_exceptions=True)
+
+
+def _held(claimed: ClaimedGrading) -> tuple[int, int]:
+    return claimed.id, claimed.attempt

@@ -108,6 +108,16 @@ FROM unnest($1::bigint[], $2::int[]) AS held(id, attempt)
 WHERE s.id = held.id AND s.attempt = held.attempt AND s.status = 'running'
 RETURNING s.id;
 
+-- name: gradings_release_if_not_held
+-- Gradings running under this grader's identity that it does not run: a claim whose answer
+-- never reached it (a timeout, a broken connection) committed them all the same. The caller
+-- runs this under its claim lock, never beside one of its claims, so none is in flight. They
+-- keep their attempt: the next claim's is a new one, which fences off the lost claim.
+UPDATE submissions
+SET status = 'pending', worker_id = NULL, started_at = NULL, heartbeat_at = NULL
+WHERE status = 'running' AND worker_id = $1::text AND NOT (id = ANY($2::bigint[]))
+RETURNING id, attempt;
+
 -- name: gradings_take_back_if_stale
 -- The sweeper: a grading whose worker stopped heartbeating goes back to the queue (the next
 -- claim's attempt fences off the dead worker), unless it has been taken back $2 times already:
@@ -147,14 +157,15 @@ WHERE heartbeat_at > coalesce($2::timestamptz, now()) - $1::interval
 ORDER BY name;
 
 -- name: submissions_stats_of_missions
--- Per mission: graded submissions, passed ones, and the median time from the instance's serve
--- to a passing submission (how long a candidate takes to solve it).
+-- Per mission: submissions judged (passed or failed), passed ones, and the median time from the
+-- instance's serve to a passing submission (how long a candidate takes to solve it). An error
+-- judged no fix (the sandbox failed, the run proved nothing): it counts for no pass rate.
 SELECT mission_id, count(*) AS count, count(*) FILTER (WHERE status = 'passed') AS passed,
        percentile_cont(0.5) WITHIN GROUP (
            ORDER BY extract(epoch FROM created_at - instance_created_at)
        ) FILTER (WHERE status = 'passed') AS median_duration_s
 FROM submissions
-WHERE mission_id = ANY($1::bigint[]) AND status IN ('passed', 'failed', 'error')
+WHERE mission_id = ANY($1::bigint[]) AND status IN ('passed', 'failed')
 GROUP BY mission_id;
 
 -- name: submissions_stats_of_variants
@@ -166,16 +177,26 @@ SELECT i.variant_id, count(*) AS count, count(*) FILTER (WHERE s.status = 'passe
        ) FILTER (WHERE s.status = 'passed') AS median_duration_s
 FROM submissions s
 JOIN mission_instances i ON i.id = s.instance_id
-WHERE s.mission_id = $1 AND s.status IN ('passed', 'failed', 'error')
+WHERE s.mission_id = $1 AND s.status IN ('passed', 'failed')
 GROUP BY i.variant_id;
 
 -- name: grading_signals_by_domain
--- For /metrics, per domain: graded submissions and those that passed, ever, from the totals
--- the grading's end keeps.
-SELECT domain, sum(submissions)::bigint AS graded,
-       (sum(submissions) FILTER (WHERE status = 'passed'))::bigint AS passed
+-- For /metrics, per domain: submissions judged (passed or failed), those that passed, and the
+-- errors (which judged no fix), ever, from the totals the grading's end keeps.
+SELECT domain,
+       coalesce(sum(submissions) FILTER (WHERE status IN ('passed', 'failed')), 0)::bigint
+           AS graded,
+       coalesce(sum(submissions) FILTER (WHERE status = 'passed'), 0)::bigint AS passed,
+       coalesce(sum(submissions) FILTER (WHERE status = 'error'), 0)::bigint AS errored
 FROM submission_totals
 GROUP BY domain;
+
+-- name: grading_pass_times_by_domain
+-- For /metrics, per domain and bucket: the passing submissions and their times' sum, ever,
+-- from the buckets each pass keeps (migration 0027).
+SELECT domain, le, sum(submissions)::bigint AS submissions, sum(seconds) AS seconds
+FROM submission_pass_times
+GROUP BY domain, le;
 
 -- name: gradings_in_flight
 -- For /metrics: pending and running submissions, from their partial indexes only.

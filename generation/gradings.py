@@ -5,6 +5,7 @@ submission as the API shows it. The same discipline as generation's admission.""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from math import inf
 from typing import Literal
 
 import asyncpg
@@ -252,15 +253,49 @@ async def in_flight(db: Executor) -> InFlight:
 
 
 class DomainSignals(msgspec.Struct, frozen=True):
-    """How candidates fare in a domain: graded submissions, and those that passed."""
+    """How candidates fare in a domain: submissions judged (passed or failed), those that
+    passed, and the errors, which judged no fix."""
 
     graded: int
     passed: int
+    errored: int
 
 
 async def signals_by_domain(db: Executor) -> dict[str, DomainSignals]:
     rows = await db.fetch(queries["grading_signals_by_domain"])
-    return {row["domain"]: DomainSignals(row["graded"], row["passed"] or 0) for row in rows}
+    return {
+        row["domain"]: DomainSignals(row["graded"], row["passed"], row["errored"]) for row in rows
+    }
+
+
+# The upper bounds, in seconds, of the buckets of the time from a serve to a passing
+# submission: those of submission_pass_time_bucket (migration 0027).
+PASS_TIME_BUCKETS = (60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0, inf)
+
+
+class PassTimes(msgspec.Struct, frozen=True):
+    """A domain's passing submissions by the time they came after the serve: how many of at
+    most each bucket's bound (cumulative, as a histogram counts), and their times' sum."""
+
+    at_most: dict[float, int]
+    seconds: float
+
+
+NO_PASS_TIMES = PassTimes(dict.fromkeys(PASS_TIME_BUCKETS, 0), 0.0)
+
+
+async def pass_times_by_domain(db: Executor) -> dict[str, PassTimes]:
+    found: dict[str, dict[float, tuple[int, float]]] = {}
+    for row in await db.fetch(queries["grading_pass_times_by_domain"]):
+        found.setdefault(row["domain"], {})[row["le"]] = (row["submissions"], row["seconds"])
+    times: dict[str, PassTimes] = {}
+    for domain, buckets in found.items():
+        so_far, at_most = 0, {}
+        for bound in PASS_TIME_BUCKETS:
+            so_far += buckets.get(bound, (0, 0.0))[0]
+            at_most[bound] = so_far
+        times[domain] = PassTimes(at_most, sum(seconds for _, seconds in buckets.values()))
+    return times
 
 
 class GraderStatus(msgspec.Struct, frozen=True):

@@ -1,8 +1,9 @@
 """Disposable databases for SQL proofs, on a Postgres reached through an admin URL.
 
 A template per pgTAP version is built once, by whichever process gets there first: from
-template0, so nothing added to template1 reaches a proof, with pgTAP in its own schema `tap`,
-sealed against connections so that clones never find it in use. Each run gets a role of its
+template0, so nothing added to template1 reaches a proof, with pgTAP in its own schema `tap`
+and a guard against SQL that would change what pgTAP reports (see proof_database.sql), sealed
+against connections so that clones never find it in use. Each run gets a role of its
 own (no superuser, no CREATEDB or CREATEROLE, one connection, the limits of qa/sql_bounds.py)
 and a database cloned from the template and owned by that role, watched while the proof runs.
 Both are dropped afterwards, the database WITH (FORCE), whatever happened; names carry their
@@ -38,7 +39,7 @@ _RUN_NAME = re.compile(rf"^{RUN_PREFIX}[0-9]+_[0-9a-f]{{8}}$")
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*$")
 STALE_AFTER_S = 3600
 # Part of the template's name: a template built another way is never reused.
-TEMPLATE_RECIPE = 2
+TEMPLATE_RECIPE = 3
 
 
 class DatabasesUnavailable(Exception):

@@ -5,9 +5,41 @@
 
 -- name: proof_template_install_pgtap
 -- pgTAP in its own schema: a mission's public schema holds only what the mission creates.
+-- Then a guard on every DDL statement of a run (the solution's, or one its code runs during a
+-- test), since code in the tests' session could otherwise change what they report: a function
+-- named like one of pgTAP's, of other argument types, is chosen over pgTAP's wherever it is on
+-- the search path (is(bigint, bigint, text) beats is(anyelement, anyelement, text)); pgTAP's
+-- runner runs public.startup*, setup*, teardown* and shutdown* around the tests; an operator
+-- changes what a comparison means. Event triggers are a superuser's, as is this template.
 CREATE SCHEMA tap;
 CREATE EXTENSION pgtap SCHEMA tap;
-GRANT USAGE ON SCHEMA tap TO PUBLIC
+GRANT USAGE ON SCHEMA tap TO PUBLIC;
+CREATE FUNCTION tap.warmpool_refuse_shadows() RETURNS event_trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $guard$
+DECLARE
+    command record;
+BEGIN
+    FOR command IN SELECT * FROM pg_event_trigger_ddl_commands() LOOP
+        IF command.object_type = 'operator' THEN
+            RAISE EXCEPTION 'operator % is refused: an operator could change what the tests compare',
+                command.object_identity;
+        END IF;
+        IF command.classid = 'pg_proc'::regclass AND EXISTS (
+            SELECT 1 FROM pg_proc p
+            WHERE p.oid = command.objid
+              AND (p.proname ~ '^(startup|setup|teardown|shutdown)'
+                   OR EXISTS (SELECT 1 FROM pg_proc t
+                              WHERE t.pronamespace = 'tap'::regnamespace
+                                AND t.proname = p.proname AND t.oid <> p.oid))
+        ) THEN
+            RAISE EXCEPTION '% is refused: its name is one that pgTAP or its test runner calls',
+                command.object_identity;
+        END IF;
+    END LOOP;
+END
+$guard$;
+CREATE EVENT TRIGGER warmpool_refuse_shadows ON ddl_command_end
+EXECUTE FUNCTION tap.warmpool_refuse_shadows()
 
 -- name: proof_test_functions
 -- The mission's pgTAP xUnit tests: functions named test_* in schema public.

@@ -6,7 +6,8 @@ functions) run in sorted path order; test files define pgTAP test functions `tes
 schema public, each RETURNS SETOF TEXT. After both, each test function runs through
 `tap.runtests()` on its own, in a transaction rolled back afterwards: pgTAP's runner
 catches only RAISE EXCEPTION, so one test dying of, say, a division by zero would otherwise
-abort all the others. One verdict per test function, read by our TAP parser.
+abort all the others. One verdict per test function, read by our TAP parser, and a pass only
+where the lines of its own assertions back it.
 
 What a run may take is bounded as qa/sql_bounds.py says: a file that leaves a limit of the
 role raised fails the proof, and the run's watchdog stops it past a bound.
@@ -137,6 +138,8 @@ class SqlRunner:
         if problem is not None:
             raise _Inconclusive(f"{test_id}: {problem}")
         result = stream.results[0]
+        if result.ok and (problem := _unbacked(result)) is not None:
+            raise _Inconclusive(f"{test_id}: {problem}")
         return TestResult(id=test_id, outcome=_outcome(result), message=_message(result))
 
     async def _check_limits(self, connection: asyncpg.Connection, what: str) -> None:
@@ -158,6 +161,21 @@ class SqlRunner:
 def _exactly(name: str) -> str:
     """A regular expression matching `name` alone, for runtests()."""
     return "^" + re.sub(r"([^A-Za-z0-9_])", r"\\\1", name) + "$"
+
+
+def _unbacked(result: tap.Result) -> str | None:
+    """Why a test function's `ok` does not follow from its own assertions' lines. pgTAP's runner
+    reads its verdict from its bookkeeping, which code running in the test can change (a TODO
+    begun, the failures' count reset); the lines were written as each assertion ran."""
+    assertions = tap.parse(result.details)
+    problem = assertions.problem()
+    if problem is None and not assertions.results:
+        problem = "it ran no assertion"
+    if problem is None and not all(
+        line.ok and line.directive != "TODO" for line in assertions.results
+    ):
+        problem = "pgTAP counted it as passed, but not every assertion in it passed"
+    return None if problem is None else f"its assertions do not back pgTAP's verdict: {problem}"
 
 
 def _outcome(result: tap.Result) -> Outcome:

@@ -116,6 +116,11 @@ async def mission_pipeline(
     )
     for line in prover.describe():
         log.info("proofs: %s", line)
+    log.info(
+        "proofs on %d slots of their own",
+        settings.proof_slots,
+        extra={"prover": "generation", "slot_uids": list(prover.slot_uids)},
+    )
     try:
         pipeline = MissionPipeline(
             db=db,

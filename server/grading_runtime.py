@@ -170,6 +170,7 @@ async def _start(
             languages=languages,
             heartbeat_timeout=settings.heartbeat_timeout,
             pending_expiry=timedelta(seconds=settings.pending_expiry_seconds),
+            time_limit_s=settings.grading_time_limit_seconds,
             on_slot_freed=lambda: runtime.wake() if runtime is not None else None,
         )
         runtime = GradingRuntime(grader, database_url, settings)
@@ -185,6 +186,6 @@ async def _start(
         ", ".join(languages) or "nothing",
         settings.proof_slots,
         settings.gradings_cap,
-        extra={"worker_id": worker_id, "slot_uids": list(prover.slot_uids)},
+        extra={"worker_id": worker_id, "prover": "grading", "slot_uids": list(prover.slot_uids)},
     )
     return runtime, prover

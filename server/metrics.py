@@ -15,10 +15,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from math import isinf
 from typing import Generic, NamedTuple, TypeVar, get_args
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import choose_encoder
 
 from core.domains import DomainMap
@@ -228,8 +234,19 @@ SIGNAL_COUNTERS: Sequence[Figure[gradings.DomainSignals]] = (
         "candidates' submissions that passed, ever",
         lambda signals: signals.passed,
     ),
+    Figure(
+        "warmpool_submissions_errored",
+        "candidates' submissions whose grading judged no fix (an error), ever",
+        lambda signals: signals.errored,
+    ),
 )
-NO_SIGNALS = gradings.DomainSignals(graded=0, passed=0)
+NO_SIGNALS = gradings.DomainSignals(graded=0, passed=0, errored=0)
+PASS_TIMES = Figure[gradings.PassTimes](
+    "warmpool_submission_time_to_pass_seconds",
+    "time from an instance's serve to each passing submission, ever (a median per domain: "
+    "histogram_quantile(0.5, ...))",
+    lambda times: times.seconds,
+)
 
 
 @dataclass(frozen=True)
@@ -239,6 +256,7 @@ class Snapshot:
     serves: dict[str, int]
     spend: ledger.LedgerTotals
     signals: dict[str, gradings.DomainSignals]
+    pass_times: dict[str, gradings.PassTimes]
     gradings: gradings.InFlight
 
 
@@ -261,6 +279,7 @@ async def read_snapshot(
             spend=await ledger.totals(connection),
             gradings=await gradings.in_flight(connection),
             signals=await _signals(connection, domain_map),
+            pass_times=await _pass_times(connection, domain_map),
         )
 
 
@@ -270,6 +289,14 @@ async def _signals(
     """Every domain's, at 0 until a submission of it is graded."""
     found = await gradings.signals_by_domain(connection)
     return {name: found.get(name, NO_SIGNALS) for name in domain_map.domains}
+
+
+async def _pass_times(
+    connection: Connection, domain_map: DomainMap
+) -> dict[str, gradings.PassTimes]:
+    """Every domain's, empty until a submission of it passes."""
+    found = await gradings.pass_times_by_domain(connection)
+    return {name: found.get(name, gradings.NO_PASS_TIMES) for name in domain_map.domains}
 
 
 class Scrape:
@@ -300,6 +327,7 @@ class Scrape:
             yield from _unlabelled(snapshot.queue.budget, BUDGET_GAUGES)
         yield from _unlabelled(snapshot.gradings, GRADING_GAUGES)
         yield from _per_label(CounterMetricFamily, "domain", snapshot.signals, SIGNAL_COUNTERS)
+        yield _histogram(PASS_TIMES, "domain", snapshot.pass_times)
         yield from self._counters.collect()
 
 
@@ -369,3 +397,21 @@ def _per_label(
         for key, row in rows.items():
             metric.add_metric([key], figure.value(row))
         yield metric
+
+
+def _histogram(
+    figure: Figure[gradings.PassTimes], label: str, rows: Mapping[str, gradings.PassTimes]
+) -> Metric:
+    """A histogram per `label`: its cumulative buckets, and the sum that `figure` reads."""
+    metric = HistogramMetricFamily(
+        figure.name, f"{figure.source}: {figure.what}, per {label}.", labels=[label]
+    )
+    for key, times in rows.items():
+        buckets = [(_bound(bound), count) for bound, count in times.at_most.items()]
+        metric.add_metric([key], buckets, figure.value(times))
+    return metric
+
+
+def _bound(le: float) -> str:
+    """A bucket's bound as Prometheus writes it: `60.0`, `+Inf`."""
+    return "+Inf" if isinf(le) else str(le)

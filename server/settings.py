@@ -219,7 +219,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     ),
     "WARMPOOL_GRADING_TIME_LIMIT_SECONDS": (
         "grading_time_limit_seconds",
-        "a number of seconds above 0 (each run of a grading is killed then)",
+        "a number of seconds above 0 (a grading's two runs together are stopped then)",
     ),
     "WARMPOOL_METRICS_TOKEN": (
         "metrics_token",

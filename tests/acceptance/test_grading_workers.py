@@ -6,19 +6,32 @@ and generation on one worker, neither waiting for the other's backlog."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
-from tests.support.grading import HARD_CODED, domain_map, graders_ready, serve, stock, submit
+from qa import processes
+from tests.support.grading import (
+    HARD_CODED,
+    domain_map,
+    graders_ready,
+    serve,
+    slot_uids,
+    stock,
+    submit,
+)
 from tests.support.polling import eventually
 from tests.support.proving import ensure_toolchain
 from tests.support.server import Process, create_keys, environment, running_server, spawn
@@ -46,6 +59,37 @@ def grading_workers(database_url: str, tmp_path: Path) -> Iterator[Callable[...,
         process.stop()
 
 
+# Sampled together: gradings running, ended, and the most a user has pending or running.
+IN_FLIGHT = """
+SELECT count(*) FILTER (WHERE status = 'running') AS running,
+       count(*) FILTER (WHERE status IN ('passed', 'failed', 'error')) AS done,
+       (SELECT coalesce(max(active), 0) FROM (
+            SELECT count(*) AS active FROM submissions
+            WHERE status IN ('pending', 'running') GROUP BY user_id
+        ) per_user) AS per_user
+FROM submissions
+"""
+
+
+def refused_over_the_user_cap_and_one_submission_per_key(
+    answers: list[list[httpx.Response]],
+) -> None:
+    """Each user's answers: 202, 200 for a key seen, 429 with Retry-After over the user cap;
+    the first ten users' first and last sends share a key."""
+    statuses = Counter(answer.status_code for sent in answers for answer in sent)
+    assert set(statuses) <= {202, 200, 429}, [a.text for s in answers for a in s]
+    assert statuses[429] > 0, "no user was ever over the user cap"
+    for sent in answers:
+        for refused in (answer for answer in sent if answer.status_code == 429):
+            assert refused.headers["content-type"].startswith("application/problem+json")
+            assert refused.headers["retry-after"].isdigit()
+            assert "already has 2 submissions pending or running" in refused.json()["detail"]
+    for twins in (sent[::3] for sent in answers[:10]):
+        ids = {answer.json()["submission"]["id"] for answer in twins if answer.status_code < 300}
+        assert len(ids) <= 1, "one key, one submission"
+        assert [answer.status_code for answer in twins].count(202) <= 1
+
+
 # 200 sandboxed runs on two cores: minutes, not the suite's default two.
 @pytest.mark.timeout(900)
 async def test_100_submissions_of_50_users_under_a_grading_cap_of_3(
@@ -54,14 +98,28 @@ async def test_100_submissions_of_50_users_under_a_grading_cap_of_3(
     tmp_path: Path,
     grading_workers: Callable[..., Process],
 ) -> None:
+    """Each user sends three submissions at once, over the user cap of 2, and ten of them the
+    first one twice, under one key, at the same moment."""
     keys = await create_keys(database_url)
     await stock(pool)
     settings = {
         "WARMPOOL_GRADING_CAP": "3",
+        "WARMPOOL_GRADING_USER_CAP": "2",
         "WARMPOOL_TICK_SECONDS": "0.5",
         "WARMPOOL_REQUEST_TIMEOUT_SECONDS": "30",
     }
     overrides = {"WARMPOOL_DOMAIN_MAP": str(domain_map(tmp_path)), **settings}
+    samples: list[asyncpg.Record] = []
+    sampling = True
+
+    async def sample() -> None:
+        async with pool.acquire() as sampler:
+            while sampling:
+                found = await sampler.fetchrow(IN_FLIGHT)
+                assert found is not None, "an aggregate returns one row"
+                samples.append(found)
+                await asyncio.sleep(0.005)
+
     with running_server(database_url, tmp_path, overrides=overrides, ready_within=120) as url:
         for _ in range(3):  # two grading slots each: six slots for a cap of three
             grading_workers(**settings)
@@ -70,51 +128,51 @@ async def test_100_submissions_of_50_users_under_a_grading_cap_of_3(
             app = keys["candidate_app"]
             users = [f"candidate-{number}" for number in range(50)]
             instances = [await serve(client, app, user) for user in users]
-            sent = [
-                (instance["id"], {"pricing.py": HARD_CODED + f"# try {attempt}\n"}, key)
-                for instance in instances
-                for attempt, key in ((1, f"{instance['id']}-a"), (2, f"{instance['id']}-b"))
-            ]
-            repeated = sent[:10]
-            # Eight requests under way at a time: the claim is what runs concurrently here.
-            turns = asyncio.Semaphore(8)
+            # Four users' requests under way at a time: each user's all at once.
+            turns = asyncio.Semaphore(4)
 
-            async def send(submission: tuple[str, dict[str, str], str]) -> httpx.Response:
+            async def send_all(number: int, instance: dict[str, Any]) -> list[httpx.Response]:
+                sends = [
+                    (f"{instance['id']}-{attempt}", HARD_CODED + f"# try {attempt}\n")
+                    for attempt in range(3)
+                ]
+                if number < 10:
+                    sends.append(sends[0])  # the same key and body, at the same moment
                 async with turns:
-                    return await submit(client, app, *submission)
+                    return await asyncio.gather(
+                        *(
+                            submit(client, app, instance["id"], {"pricing.py": code}, key)
+                            for key, code in sends
+                        )
+                    )
 
-            answers = await asyncio.gather(*map(send, sent + repeated))
-    statuses = [answer.status_code for answer in answers]
-    assert statuses == [202] * 100 + [200] * 10, [a.text for a in answers if a.status_code >= 400]
-    ids = [answer.json()["submission"]["id"] for answer in answers]
-    assert ids[100:] == ids[:10], "a repeated key answers with the first submission"
+            sampler = asyncio.create_task(sample())
+            try:
+                answers = await asyncio.gather(*map(send_all, itertools.count(), instances))
+                made = [
+                    answer.json()["submission"]["id"]
+                    for sent in answers
+                    for answer in sent
+                    if answer.status_code == 202
+                ]
+                deadline = time.monotonic() + 600
+                while not samples or samples[-1]["done"] < len(made):
+                    assert time.monotonic() < deadline, f"only {dict(samples[-1])} graded"
+                    await asyncio.sleep(0.1)
+            finally:
+                sampling = False
+                await sampler
 
-    samples, highest, highest_per_user = 0, 0, 0
-    async with pool.acquire() as sampler:
-        deadline = time.monotonic() + 600
-        while True:
-            row = await sampler.fetchrow(
-                """SELECT count(*) FILTER (WHERE status = 'running') AS running,
-                          count(*) FILTER (WHERE status IN ('passed', 'failed', 'error')) AS done,
-                          (SELECT coalesce(max(active), 0) FROM (
-                               SELECT count(*) AS active FROM submissions
-                               WHERE status IN ('pending', 'running') GROUP BY user_id
-                           ) per_user) AS per_user
-                   FROM submissions"""
-            )
-            assert row is not None
-            samples += 1
-            highest = max(highest, row["running"])
-            highest_per_user = max(highest_per_user, row["per_user"])
-            if row["done"] == 100:
-                break
-            assert time.monotonic() < deadline, f"only {row['done']} of 100 graded"
-            await asyncio.sleep(0.005)
-    print(f"running sampled {samples} times, highest {highest}")
+    refused_over_the_user_cap_and_one_submission_per_key(answers)
+    assert len(set(made)) == len(made)
+
+    highest = max(found["running"] for found in samples)
+    highest_per_user = max(found["per_user"] for found in samples)
+    print(f"{len(samples)} samples: running at most {highest}, a user at most {highest_per_user}")
     assert 0 < highest <= 3
-    assert highest_per_user <= 2
+    assert highest_per_user == 2, "the user cap held, and was reached"
     rows = await pool.fetch("SELECT status, attempt, worker_id, hidden_total FROM submissions")
-    assert len(rows) == 100
+    assert len(rows) == len(made) >= 100
     assert {(row["status"], row["attempt"], row["hidden_total"]) for row in rows} == {
         ("failed", 1, 2)
     }, "each graded once, with its hidden tests"
@@ -173,16 +231,26 @@ async def test_a_worker_killed_mid_grading_has_it_finished_by_another(
     assert row["worker_id"].endswith(f":{other}")
 
 
-# Sampled together: gradings running and not yet ended, jobs generating and ended.
+# Sampled with the sandboxes' processes: gradings not yet ended, and ended; jobs generating, and
+# completed or failed.
 TOGETHER = """
-SELECT (SELECT count(*) FROM submissions WHERE status = 'running') AS grading,
-       (SELECT count(*) FROM submissions WHERE status IN ('pending', 'running')) AS backlog,
+SELECT (SELECT count(*) FROM submissions WHERE status IN ('pending', 'running')) AS backlog,
        (SELECT count(*) FROM submissions WHERE status IN ('passed', 'failed', 'error'))
            AS graded,
-       (SELECT count(*) FROM generation_jobs WHERE status = 'generating') AS generating,
+       (SELECT count(*) FROM generation_jobs WHERE status IN ('pending', 'generating'))
+           AS generating,
        (SELECT count(*) FROM generation_jobs WHERE status = 'completed') AS completed,
        (SELECT count(*) FROM generation_jobs WHERE status = 'failed') AS failed
 """
+
+
+@dataclass(frozen=True)
+class Together:
+    """One moment: the table's counts, and which sandboxes had a run under way."""
+
+    counts: asyncpg.Record
+    grading: bool  # the grading prover's slot had a process
+    proving: bool  # the generation prover's slot had a process
 
 
 @pytest.mark.timeout(600)
@@ -192,23 +260,32 @@ async def test_generation_and_grading_on_one_worker_neither_waits_for_the_other(
     tmp_path: Path,
     grading_workers: Callable[..., Process],
 ) -> None:
-    """A backlog of gradings (seconds of sandboxed runs in the grading prover's two slots) and
-    python generations (proofs in the generation prover's slots) arrive together: jobs are made
-    and completed while gradings still wait, and gradings end while jobs generate."""
+    """One proof slot each, and a backlog of slow gradings (seconds each) that keeps grading's
+    slot busy: with one shared queue, a generation's proof would wait for a grading to end,
+    and the two sandboxes would never run at once. Here each keeps its share: generation's
+    proofs run in their own slot while grading's is busy, every job is made while gradings
+    still wait, and gradings end while generation proves."""
     keys = await create_keys(database_url)
     await stock(pool)
-    settings = {"WARMPOOL_TICK_SECONDS": "0.5", "WARMPOOL_REQUEST_TIMEOUT_SECONDS": "30"}
+    settings = {
+        "WARMPOOL_PROOF_SLOTS": "1",
+        "WARMPOOL_TICK_SECONDS": "0.5",
+        "WARMPOOL_REQUEST_TIMEOUT_SECONDS": "30",
+    }
+    slow = HARD_CODED.replace("def total(", "__import__('time').sleep(1)\n\n\ndef total(")
     overrides = {"WARMPOOL_DOMAIN_MAP": str(domain_map(tmp_path)), **settings}
-    samples: list[asyncpg.Record] = []
+    samples: list[Together] = []
     with running_server(database_url, tmp_path, overrides=overrides, ready_within=120) as url:
-        grading_workers(**settings)
+        worker = grading_workers(**settings)
         await graders_ready(pool)
+        [grading_uid] = slot_uids(worker.log, "grading")
+        [proving_uid] = slot_uids(worker.log, "generation")
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             app = keys["candidate_app"]
-            instances = [await serve(client, app, f"candidate-{number}") for number in range(12)]
+            instances = [await serve(client, app, f"candidate-{number}") for number in range(5)]
             for instance in instances:
                 answer = await submit(
-                    client, app, instance["id"], {"pricing.py": HARD_CODED}, instance["id"]
+                    client, app, instance["id"], {"pricing.py": slow}, instance["id"]
                 )
                 assert answer.status_code == 202, answer.text
             for number in range(3):
@@ -220,23 +297,31 @@ async def test_generation_and_grading_on_one_worker_neither_waits_for_the_other(
                 assert answer.status_code == 202, answer.text
             async with pool.acquire() as sampler:
                 deadline = time.monotonic() + 300
-                while not samples or samples[-1]["backlog"] or samples[-1]["generating"]:
-                    sample = await sampler.fetchrow(TOGETHER)
-                    assert sample is not None, "an aggregate returns one row"
-                    samples.append(sample)
-                    assert time.monotonic() < deadline, f"still under way: {dict(samples[-1])}"
+                while (
+                    not samples or samples[-1].counts["backlog"] or samples[-1].counts["generating"]
+                ):
+                    counts = await sampler.fetchrow(TOGETHER)
+                    assert counts is not None, "an aggregate returns one row"
+                    samples.append(
+                        Together(
+                            counts,
+                            grading=bool(processes.living(grading_uid)),
+                            proving=bool(processes.living(proving_uid)),
+                        )
+                    )
+                    assert time.monotonic() < deadline, f"still under way: {dict(counts)}"
                     await asyncio.sleep(0.02)
-    last = samples[-1]
-    assert (last["graded"], last["completed"], last["failed"]) == (12, 3, 0), dict(last)
-    assert any(s["grading"] and s["generating"] for s in samples), "never both at once"
-    first_made = next(s for s in samples if s["completed"])
-    both = sum(bool(s["grading"] and s["generating"]) for s in samples)
+    last = samples[-1].counts
+    assert (last["graded"], last["completed"], last["failed"]) == (5, 3, 0), dict(last)
+    both = sum(sample.grading and sample.proving for sample in samples)
+    made = next(sample for sample in samples if sample.counts["completed"] == 3)
     print(
-        f"{len(samples)} samples, {both} with both running; at the first job completed, "
-        f"{first_made['backlog']} of 12 gradings not yet ended"
+        f"{len(samples)} samples, {both} with both sandboxes running; when the last job was "
+        f"made, {made.counts['backlog']} of 5 gradings not yet ended"
     )
-    assert first_made["backlog"] > 0, "generation waited until the gradings were done"
+    assert both, "the two sandboxes never ran at once: one waited for the other's slot"
+    assert made.counts["backlog"] > 0, "generation waited until the gradings were done"
     assert any(
-        later["graded"] > earlier["graded"] and earlier["generating"] and later["generating"]
+        later.counts["graded"] > earlier.counts["graded"] and earlier.proving and later.proving
         for earlier, later in pairwise(samples)
-    ), "no grading ended while jobs were generating"
+    ), "no grading ended while generation was proving"

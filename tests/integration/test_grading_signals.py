@@ -12,7 +12,7 @@ from litestar.testing import AsyncTestClient
 
 from qa.missions import FLAG_AFTER_SUBMISSIONS
 from server.auth import Role
-from tests.support.grading import PYTHON, stock
+from tests.support.grading import PYTHON, instance_of, stock
 from tests.support.http import bearer, sign_in
 
 Client = AsyncTestClient[Litestar]
@@ -28,18 +28,8 @@ async def graded_submissions(
     """One instance per submission (of `variant_id`, else of none), each graded `after` its
     serve, as a grader would leave it."""
     for number, status in enumerate(statuses):
-        instance_id = await pool.fetchval(
-            """INSERT INTO mission_instances (mission_id, user_id, track, domain, language, title,
-                   brief, files, serve_number, variant_id)
-               SELECT id, $2, 'backend-engineer', domain, language, title, brief,
-                      sabotaged_files || test_files, $3, $4
-               FROM missions WHERE id = $1
-               RETURNING id""",
-            mission_id,
-            f"candidate-{number}" if variant_id is None else f"candidate-{variant_id}-{number}",
-            number + 1,
-            variant_id,
-        )
+        user = f"candidate-{number}" if variant_id is None else f"candidate-{variant_id}-{number}"
+        instance_id = await instance_of(pool, mission_id, user, variant_id)
         await pool.execute(
             """INSERT INTO submissions (instance_id, mission_id, user_id, language,
                    instance_created_at, caller, idempotency_key, fingerprint, files, code_files,
@@ -59,43 +49,67 @@ async def graded_submissions(
         )
 
 
-async def test_a_mission_nobody_solves_is_flagged_and_one_solved_is_not(
+async def test_a_mission_nobody_or_everybody_solves_is_flagged_and_errors_count_for_neither(
     client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
 ) -> None:
+    """An error judged no fix (the sandbox failed, or the run proved nothing): it is left out
+    of the pass rate, so errors neither make a mission look unsolvable nor hide a mission that
+    everybody solves."""
     reviewer = bearer(keys["qa_reviewer"])
+    enough, errors = FLAG_AFTER_SUBMISSIONS, ["error"] * 5
     nobody = await stock(pool, PYTHON)
-    await graded_submissions(pool, nobody, ["failed"] * FLAG_AFTER_SUBMISSIONS, timedelta(0))
+    await graded_submissions(pool, nobody, ["failed"] * enough + errors, timedelta(0))
+    everybody = await stock(pool, PYTHON)
+    await graded_submissions(pool, everybody, errors + ["passed"] * enough, timedelta(minutes=3))
+    broken = await stock(pool, PYTHON)
+    await graded_submissions(pool, broken, ["error"] * (enough + 5), timedelta(0))
     some = await stock(pool, PYTHON)
-    statuses = ["passed", "passed", "failed", "passed"] + ["error"] * FLAG_AFTER_SUBMISSIONS
+    statuses = ["passed", "passed", "failed", "passed"] + ["error"] * enough
     await graded_submissions(pool, some, statuses, timedelta(minutes=10))
 
     read = (await client.get(f"/v1/qa/missions/{nobody}", headers=reviewer)).json()
     assert read["submissions"] == {
-        "count": FLAG_AFTER_SUBMISSIONS,
+        "count": enough,
         "passed": 0,
         "pass_rate": 0.0,
         "median_duration_s": None,
     }
-    assert read["flag"] == f"nobody solves it: 0 of {FLAG_AFTER_SUBMISSIONS} submissions passed"
-    read = (await client.get(f"/v1/qa/missions/{some}", headers=reviewer)).json()
-    count = len(statuses)
+    assert read["flag"] == read_flag(enough)
+    read = (await client.get(f"/v1/qa/missions/{everybody}", headers=reviewer)).json()
     assert read["submissions"] == {
-        "count": count,
+        "count": enough,
+        "passed": enough,
+        "pass_rate": 1.0,
+        "median_duration_s": 180.0,
+    }
+    assert read["flag"] == f"everybody solves it: all {enough} submissions passed"
+    read = (await client.get(f"/v1/qa/missions/{broken}", headers=reviewer)).json()
+    assert read["submissions"]["count"] == 0
+    assert read["flag"] is None
+    read = (await client.get(f"/v1/qa/missions/{some}", headers=reviewer)).json()
+    assert read["submissions"] == {
+        "count": 4,
         "passed": 3,
-        "pass_rate": round(3 / count, 4),
+        "pass_rate": 0.75,
         "median_duration_s": 600.0,
     }
     assert read["flag"] is None
 
     queue = await client.get("/v1/qa/missions?status=approved", headers=reviewer)
     flags = {mission["id"]: mission["flag"] for mission in queue.json()["missions"]}
-    assert flags == {str(nobody): read_flag(FLAG_AFTER_SUBMISSIONS), str(some): None}
+    assert flags == {
+        str(nobody): read_flag(enough),
+        str(everybody): f"everybody solves it: all {enough} submissions passed",
+        str(broken): None,
+        str(some): None,
+    }
 
     await sign_in(client, keys["qa_reviewer"])
     page = await client.get("/qa/?status=approved")
-    assert read_flag(FLAG_AFTER_SUBMISSIONS) in page.text
+    assert read_flag(enough) in page.text
+    assert f"everybody solves it: all {enough} submissions passed" in page.text
     page = await client.get(f"/qa/missions/{some}")
-    assert "3 of 24 graded submissions passed" in page.text
+    assert "3 of 4 graded submissions passed" in page.text
     assert "+    return 3" in page.text, "each fix is shown against the served code"
 
 
@@ -114,20 +128,20 @@ async def test_each_variant_counts_the_submissions_of_its_own_instances(
         first,
     )
     await graded_submissions(pool, mission, ["passed", "failed"], timedelta(minutes=4), first)
-    await graded_submissions(pool, mission, ["error"] * 3, timedelta(0), second)
+    await graded_submissions(pool, mission, ["error", "failed", "error"], timedelta(0), second)
 
     read = await client.get(f"/v1/qa/missions/{mission}", headers=bearer(keys["qa_reviewer"]))
     by_variant = {variant["id"]: variant["submissions"] for variant in read.json()["variants"]}
     assert by_variant == {
         str(first): {"count": 2, "passed": 1, "pass_rate": 0.5, "median_duration_s": 240.0},
-        str(second): {"count": 3, "passed": 0, "pass_rate": 0.0, "median_duration_s": None},
+        str(second): {"count": 1, "passed": 0, "pass_rate": 0.0, "median_duration_s": None},
     }
-    assert read.json()["submissions"]["count"] == 5
+    assert read.json()["submissions"]["count"] == 3
 
     await sign_in(client, keys["qa_reviewer"])
     page = await client.get(f"/qa/missions/{mission}")
     assert "1 of 2 passed, median 240 s" in page.text
-    assert "0 of 3 passed" in page.text
+    assert "0 of 1 passed" in page.text
 
 
 def read_flag(count: int) -> str:
@@ -159,6 +173,32 @@ async def test_metrics_count_graded_submissions_per_domain_as_gradings_end(
     await pool.execute("UPDATE submissions SET status = 'passed' WHERE user_id = 'candidate-1'")
 
     text = (await client.get("/metrics")).text
-    assert '\nwarmpool_submissions_graded_total{domain="python-backend"} 4.0\n' in text
+    # Judged: two passed and one failed; the error judged no fix.
+    assert '\nwarmpool_submissions_graded_total{domain="python-backend"} 3.0\n' in text
     assert '\nwarmpool_submissions_passed_total{domain="python-backend"} 2.0\n' in text
+    assert '\nwarmpool_submissions_errored_total{domain="python-backend"} 1.0\n' in text
     assert '\nwarmpool_submissions_graded_total{domain="marketing-copy"} 0.0\n' in text
+
+
+async def test_metrics_give_the_time_to_a_passing_submission_per_domain(
+    client: Client, pool: asyncpg.Pool
+) -> None:
+    """As a histogram whose median (histogram_quantile) is the domain's, kept as gradings pass."""
+    quick, slow = await stock(pool, PYTHON), await stock(pool, PYTHON)
+    await graded_submissions(pool, quick, ["passed", "failed"], timedelta(minutes=2))
+    await graded_submissions(pool, slow, ["error", "passed", "passed"], timedelta(minutes=10))
+    # One that passes later, as a grading ends.
+    await pool.execute(
+        "UPDATE submissions SET status = 'running' WHERE mission_id = $1 AND status = 'failed'",
+        quick,
+    )
+    await pool.execute("UPDATE submissions SET status = 'passed' WHERE status = 'running'")
+
+    text = (await client.get("/metrics")).text
+    histogram = "warmpool_submission_time_to_pass_seconds"
+    python = 'domain="python-backend"'
+    for bound, passes in [("60.0", 0), ("300.0", 2), ("900.0", 4), ("86400.0", 4), ("+Inf", 4)]:
+        assert f'\n{histogram}_bucket{{{python},le="{bound}"}} {passes}.0\n' in text, bound
+    assert f"\n{histogram}_count{{{python}}} 4.0\n" in text
+    assert f"\n{histogram}_sum{{{python}}} {2 * 120 + 2 * 600}.0\n" in text
+    assert f'\n{histogram}_count{{domain="marketing-copy"}} 0.0\n' in text

@@ -1,9 +1,14 @@
 """Grading over HTTP: an approved mission with real code and hidden tests, served to users, and
-submissions sent and waited on; what a grading worker's sandbox uids are, from its log."""
+submissions sent and waited on; what a grading worker's sandbox uids are, from its log. For
+the grading queue alone: submissions as admission leaves them, and a gated stand-in for the
+sandbox."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +16,8 @@ import asyncpg
 import httpx
 
 from core.domains import Domain
+from qa.proof import ProofUnavailable, Prover
+from qa.results import ProofRun, Trust
 from tests.support.polling import eventually
 from tests.support.proven_missions import store_mission
 
@@ -126,11 +133,86 @@ async def graders_ready(pool: asyncpg.Pool, count: int = 1, within: float = 90) 
     await eventually(ready, within, f"{count} worker(s) grading python", every=0.2)
 
 
-def grading_uids(log: Path) -> list[int]:
-    """The sandbox uids of the grading slots, from a worker's JSON log."""
+def slot_uids(log: Path, prover: str = "grading") -> list[int]:
+    """The sandbox uids of a prover's slots (`grading`, `generation`), from a worker's JSON
+    log."""
     for line in log.read_text(errors="replace").splitlines():
         if line.startswith("{"):
             record = json.loads(line)
-            if "slot_uids" in record:
+            if record.get("prover") == prover and "slot_uids" in record:
                 return [int(uid) for uid in record["slot_uids"] if uid is not None]
-    raise AssertionError(f"no grading start line in {log}")
+    raise AssertionError(f"no start line of the {prover} prover in {log}")
+
+
+_users = itertools.count(1)
+
+
+async def instance_of(
+    pool: asyncpg.Pool, mission_id: int, user: str, variant_id: int | None = None
+) -> int:
+    """An instance of the mission served to `user`, as the pool would leave it."""
+    instance_id: int = await pool.fetchval(
+        """INSERT INTO mission_instances (mission_id, user_id, track, domain, language, title,
+               brief, files, serve_number, variant_id)
+           SELECT id, $2, 'backend-engineer', domain, language, title, brief,
+                  sabotaged_files || test_files,
+                  (SELECT count(*) + 1 FROM mission_instances WHERE mission_id = $1), $3
+           FROM missions WHERE id = $1
+           RETURNING id""",
+        mission_id,
+        user,
+        variant_id,
+    )
+    return instance_id
+
+
+async def pending_submission(pool: asyncpg.Pool, mission_id: int) -> int:
+    """A submission of a user of its own, waiting for a grader, as admission leaves it."""
+    user = f"candidate-{next(_users)}"
+    instance_id = await instance_of(pool, mission_id, user)
+    submission_id: int = await pool.fetchval(
+        """INSERT INTO submissions (instance_id, mission_id, user_id, language,
+               instance_created_at, caller, idempotency_key, fingerprint, files, code_files,
+               visible_test_files, hidden_test_files)
+           SELECT i.id, i.mission_id, i.user_id, 'python', i.created_at, 'test', $2, '\\x00',
+                  '{}', '{}', '{"test_pricing.py": ""}', '{"test_more.py": ""}'
+           FROM mission_instances i WHERE i.id = $1
+           RETURNING id""",
+        instance_id,
+        user,
+    )
+    return submission_id
+
+
+class GatedProver(Prover):
+    """Stands in for the sandbox where only the grading queue is under test: each run waits
+    for the gate (its own, or the shared one), then finds the language cannot be proven here,
+    so the grading ends as an `error` verdict that names the gate."""
+
+    def __init__(self, name: str = "gate") -> None:  # no slots, uids or databases to hold
+        self.name = name
+        self.gate = asyncio.Event()
+        self.running = 0
+        self.highest = 0
+        self.cancelled = 0
+        self.started = asyncio.Event()
+
+    async def run(
+        self,
+        language: str,
+        solution_files: Mapping[str, str],
+        test_files: Mapping[str, str],
+        *,
+        trust: Trust,
+    ) -> ProofRun:
+        self.running += 1
+        self.highest = max(self.highest, self.running)
+        self.started.set()
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.running -= 1
+        raise ProofUnavailable(f"{self.name} opened")

@@ -35,3 +35,14 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within:g}s waiting for {what}")
         await asyncio.sleep(every)
+
+
+async def eventually_here(
+    check: Callable[[], T | None], within: float, what: str, *, every: float = 0.02
+) -> T:
+    """`eventually` for this process's own state, which its event loop's tasks bring about."""
+
+    async def checked() -> T | None:
+        return check()
+
+    return await eventually(checked, within, what, every=every)

@@ -12,6 +12,8 @@ from server import places
 from tests.support.tools import need
 
 ROOT = Path(__file__).resolve().parents[2]
+# A grading's in the proof tests, both runs together: the `prover` fixture's per run.
+GRADING_TIME_LIMIT_S = 30
 # Where `warmpool toolchain` installs it for this checkout's data folder.
 TOOLCHAIN = places.of(ROOT / ".warmpool").toolchain
 

@@ -11,7 +11,7 @@ from generation.offline import catalog, saboteur
 from generation.offline.catalog import CatalogMission
 from qa.grading import grade, hidden_test_ids
 from qa.proof import Prover
-from tests.support.proving import require
+from tests.support.proving import GRADING_TIME_LIMIT_S, require
 
 FIRST_OF_EACH = [
     next(mission for mission in catalog.load() if mission.language == language)
@@ -36,6 +36,7 @@ async def test_the_gold_passes_and_the_bug_fails_in_the_untrusted_sandbox(
         mission.test_files,
         mission.hidden_test_files,
         expected,
+        time_limit_s=GRADING_TIME_LIMIT_S,
     )
     assert (gold.status, gold.error) == ("passed", None)
     assert gold.hidden.total == len(expected)
@@ -43,7 +44,13 @@ async def test_the_gold_passes_and_the_bug_fails_in_the_untrusted_sandbox(
 
     bug = saboteur.sabotage(mission, seed=1, try_number=1).sabotaged_files
     broken = await grade(
-        prover, mission.language, bug, mission.test_files, mission.hidden_test_files, expected
+        prover,
+        mission.language,
+        bug,
+        mission.test_files,
+        mission.hidden_test_files,
+        expected,
+        time_limit_s=GRADING_TIME_LIMIT_S,
     )
     assert broken.status == "failed"
 
@@ -54,6 +61,7 @@ async def test_the_gold_passes_and_the_bug_fails_in_the_untrusted_sandbox(
         mission.test_files,
         mission.hidden_test_files,
         [*expected, "a hidden test the report left out"],
+        time_limit_s=GRADING_TIME_LIMIT_S,
     )
     assert forged.status == "error"
     assert forged.error == "the hidden tests' report does not match the mission's hidden tests"
@@ -74,6 +82,28 @@ async def test_a_report_rewritten_by_the_candidates_code_is_not_passed(prover: P
     )
     broken = forger.replace("def ", "def _unused_", 1)  # the first function no longer exists
     verdict = await grade(
-        prover, "python", {path: broken}, mission.test_files, mission.hidden_test_files, None
+        prover,
+        "python",
+        {path: broken},
+        mission.test_files,
+        mission.hidden_test_files,
+        None,
+        time_limit_s=GRADING_TIME_LIMIT_S,
     )
     assert verdict.status != "passed"
+
+
+async def test_the_time_limit_bounds_both_runs_together(prover: Prover) -> None:
+    """Each run alone would end within the grading's limit; the two together do not."""
+    require(prover, "python", "untrusted")
+    mission = FIRST_OF_EACH[0]
+    slow = {
+        path: "import time\ntime.sleep(3)\n" + code for path, code in mission.gold_files.items()
+    }
+    verdict = await grade(
+        prover, "python", slow, mission.test_files, mission.hidden_test_files, None, time_limit_s=5
+    )
+
+    assert (verdict.status, verdict.error) == ("error", "the grading timed out after 5 s")
+    assert verdict.visible.passed == verdict.visible.total > 0  # the first run ended in time
+    assert verdict.duration_s < 6  # stopped at the limit, but for the moment the kill takes
