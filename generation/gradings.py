@@ -11,6 +11,7 @@ from typing import Literal
 import asyncpg
 import msgspec
 
+from core.idempotency import IdempotencyConflict
 from core.sql import Connection, Executor, Queries
 from qa.grading import Counts, Graded
 from qa.missions import SubmissionStats, unified_diff
@@ -42,14 +43,6 @@ class GradingQueueFull(Exception):
         super().__init__(
             f"the grading queue is full ({pending} pending submissions, limit {limit}); retry "
             f"in about {RETRY_AFTER_SECONDS} seconds"
-        )
-
-
-class SubmissionKeyConflict(Exception):
-    def __init__(self, key: str) -> None:
-        super().__init__(
-            f"Idempotency-Key {key!r} was already used for a different submission; use a new "
-            "key for a new submission"
         )
 
 
@@ -156,7 +149,7 @@ async def _seen(connection: Connection, caller: str, key: str, fingerprint: byte
     if row is None:
         return None
     if bytes(row["fingerprint"]) != fingerprint:
-        raise SubmissionKeyConflict(key)
+        raise IdempotencyConflict(key)
     return int(row["id"])
 
 

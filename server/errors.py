@@ -68,7 +68,6 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     submissions.InvalidSubmission: (422, "Invalid submission", None),
     submissions.InstanceWithoutCode: (422, "Nothing to grade", None),
     submissions.NoGrader: (503, "No worker can grade this code", gradings.RETRY_AFTER_SECONDS),
-    gradings.SubmissionKeyConflict: (409, "Idempotency-Key reused", None),
     gradings.GradingUserCapReached: (
         429,
         "Too many submissions pending for this user",
