@@ -154,16 +154,16 @@ async def stocked_database(server: str, name: str, missions: int, variants: int)
     await pool.execute(
         """WITH variant AS (
                INSERT INTO mission_variants (mission_id, sabotaged_files, bug_summary, proof,
-                      provider, max_serves, content_hash)
+                      provider, max_serves, rendered_serves, content_hash)
                SELECT m.id, jsonb_build_object('a.py', 'x = ' || b), 'bug ' || b, '{}', 'bench',
-                      100000000, sha256(('bug-' || b)::bytea)
+                      100000000, 100000000, sha256(('bug-' || b)::bytea)
                FROM missions m CROSS JOIN generate_series(1, $1::int) b
                RETURNING id, mission_id, sabotaged_files, max_serves
            )
-           INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof, status,
-                  max_serves)
-           SELECT v.id, v.sabotaged_files || m.test_files, m.gold_files, 'identity', '{}',
-                  'ready', v.max_serves
+           INSERT INTO mission_renderings (variant_id, mission_id, files, gold_files, test_files,
+                  hidden_test_files, renderer, proof, status, max_serves)
+           SELECT v.id, m.id, v.sabotaged_files || m.test_files, m.gold_files, m.test_files,
+                  '{}', 'identity', '{}', 'ready', v.max_serves
            FROM variant v JOIN missions m ON m.id = v.mission_id""",
         variants,
     )

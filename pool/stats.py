@@ -24,6 +24,10 @@ from pool.forecast import (
 
 queries = Queries("pool")
 
+# A variant whose rendering jobs failed this often gets no more, and its serves that no ready
+# rendering holds no longer count as supply: they cannot be served.
+RENDERING_FAILURES_TO_GIVE_UP = 3
+
 
 class Counted(msgspec.Struct, frozen=True, kw_only=True):
     """One domain as a replenishment pass saw it."""
@@ -38,13 +42,19 @@ class DomainPool(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     approved: int
     awaiting_review: int
-    # The serves left on approved missions, and of those what can be served now: the shares
-    # their live variants have left.
+    # The serves left on approved missions; of those, what can be served now (the serves that
+    # their live variants' ready renderings hold) and what can be once rendered.
     remaining_serves: int
     servable_serves: int
+    stock_serves: int
+    # Variants ready: live variants of approved missions; and the ready renderings they hold
+    # with a serve left.
     live_variants: int
-    # Jobs planting another bug in an approved mission, pending or generating.
+    renderings_ready: int
+    # Jobs planting another bug in an approved mission, and jobs rendering a live variant,
+    # pending or generating.
     variant_jobs: int
+    rendering_jobs: int
     target: int
     # Generating now, and waiting for a slot (both lanes).
     in_flight: int
@@ -79,7 +89,9 @@ async def count(
     jobs = await domain_jobs.jobs_by_domain(connection, names, since=since, now=now)
     missions = {
         row["domain"]: row
-        for row in await connection.fetch(queries["missions_by_domain"], names, since, now)
+        for row in await connection.fetch(
+            queries["missions_by_domain"], names, since, now, RENDERING_FAILURES_TO_GIVE_UP
+        )
     }
     serves = {
         row["domain"]: row
@@ -97,8 +109,11 @@ async def count(
                 approved=missions[name]["approved"],
                 remaining_serves=missions[name]["remaining_serves"],
                 servable_serves=missions[name]["servable_serves"],
+                stock_serves=missions[name]["stock_serves"],
                 live_variants=missions[name]["live_variants"],
+                renderings_ready=missions[name]["renderings_ready"],
                 variant_jobs=jobs[name].variant_jobs,
+                rendering_jobs=jobs[name].rendering_jobs,
                 awaiting_review=missions[name]["awaiting_review"],
                 pending=jobs[name].pending,
                 generating=jobs[name].generating,
@@ -164,8 +179,11 @@ def _domain_pool(
         awaiting_review=measured.awaiting_review,
         remaining_serves=measured.remaining_serves,
         servable_serves=measured.servable_serves,
+        stock_serves=measured.stock_serves,
         live_variants=measured.live_variants,
+        renderings_ready=measured.renderings_ready,
         variant_jobs=measured.variant_jobs,
+        rendering_jobs=measured.rendering_jobs,
         target=domain.target,
         in_flight=measured.generating,
         pending=measured.pending,

@@ -57,13 +57,24 @@ async def test_the_pool_per_domain_then_a_pass_that_refills_it(
         "marketing-copy",
     ]
     backend = by_domain["python-backend"]
-    variants = {"servable_serves", "live_variants", "variant_jobs"}
+    variants = {
+        "servable_serves",
+        "stock_serves",
+        "live_variants",
+        "renderings_ready",
+        "variant_jobs",
+        "rendering_jobs",
+    }
     assert CONTRACT | variants | {"reachable", "forecast"} == set(backend)
-    # Missions of one bug each that covers their whole serve limit: all 800 can be served.
+    # Missions of one bug each whose one rendering covers their whole serve limit: all 800 can
+    # be served.
     assert {key: backend[key] for key in variants} == {
         "servable_serves": 800,
+        "stock_serves": 800,
         "live_variants": 8,
+        "renderings_ready": 800,
         "variant_jobs": 0,
+        "rendering_jobs": 0,
     }
     assert set(backend["forecast"]) == FORECAST
     assert {key: backend[key] for key in CONTRACT} == {

@@ -303,6 +303,7 @@ async def test_the_enqueue_reads_the_depth_from_its_shards_and_the_users_jobs_fr
             None,
             None,
             None,
+            None,
         ),
     )
 
