@@ -354,12 +354,16 @@ ORDER BY h.hour;
 SELECT pg_try_advisory_xact_lock(4, 0);
 
 -- name: instance_with_mission_for_grading
--- An instance with what grading and graders need of its mission: which of its files are
--- tests, the hidden tests, the gold in the instance's rendering, its variant's bug, and the
--- hidden tests' ids as the gold's proof found them. With $2, only an instance that key made.
+-- An instance with what grading and graders need, in the instance's own rendering: its visible
+-- tests, its hidden tests and its gold (an instance without a rendering, made before
+-- renderings, has the mission's), its variant's bug, and the hidden tests' ids as the gold's
+-- proof found them (renaming keeps test names: a rendering's proof checks that the same hidden
+-- tests ran). With $2, only an instance that key made.
 SELECT i.id, i.mission_id, i.variant_id, i.user_id, i.cohort, i.track, i.domain, i.language,
-       i.title, i.brief, i.files, i.serve_number, i.created_at, m.test_files,
-       m.hidden_test_files, coalesce(r.gold_files, m.gold_files) AS gold_files,
+       i.title, i.brief, i.files, i.serve_number, i.created_at,
+       coalesce(r.test_files, m.test_files) AS test_files,
+       coalesce(r.hidden_test_files, m.hidden_test_files) AS hidden_test_files,
+       coalesce(r.gold_files, m.gold_files) AS gold_files,
        coalesce(v.bug_summary, m.bug_summary) AS bug_summary,
        coalesce(v.grader_hint, m.grader_hint) AS grader_hint,
        m.proof->'hidden_gold' AS hidden_gold
