@@ -541,6 +541,15 @@ SELECT outcome, mode, sum(llm_calls)::bigint AS llm_calls,
 FROM llm_spend_totals
 GROUP BY outcome, mode;
 
+-- name: llm_spend_by_domain
+-- Each domain's model calls and their cost, from the totals that the ledger's triggers keep per
+-- domain (migration 0028); a domain nothing was spent on is there with 0.
+SELECT d.domain, coalesce(sum(t.llm_calls), 0)::bigint AS llm_calls,
+       coalesce(sum(t.cost_usd), 0) AS cost_usd
+FROM unnest($1::text[]) AS d(domain)
+LEFT JOIN llm_spend_by_domain t ON t.domain = d.domain
+GROUP BY d.domain;
+
 -- name: llm_spend_by_day
 -- The ledger per UTC day from $1 to $2, model, purpose, outcome ('started': under way, or
 -- its process died mid-call) and mode, from the totals that the ledger's triggers keep per day

@@ -35,6 +35,9 @@ class Counted(msgspec.Struct, frozen=True, kw_only=True):
     measured: Measured
     # The domain's last replenish job: it names the state the pass saw, in its keys.
     last_replenish_job_id: int | None
+    # What the domain's model calls cost, and the instances it served, ever.
+    spend_usd: float
+    serves: int
 
 
 class DomainPool(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +70,11 @@ class DomainPool(msgspec.Struct, frozen=True, kw_only=True):
     # Why each live worker that cannot make it cannot.
     disabled_reasons: list[DisabledReason]
     forecast: Forecast
+    # What the domain's model calls cost and the instances it served, ever, and the cost of a
+    # served instance (None until one is served).
+    spend_usd: float
+    serves: int
+    cost_per_served_instance_usd: float | None
 
 
 class PoolStats(msgspec.Struct, frozen=True):
@@ -103,8 +111,12 @@ async def count(
             now,
         )
     }
+    spent = await ledger.cost_by_domain(connection, names)
+    served = await serves_ever(connection, domain_map)
     return {
         name: Counted(
+            spend_usd=spent[name],
+            serves=served[name],
             measured=Measured(
                 approved=missions[name]["approved"],
                 remaining_serves=missions[name]["remaining_serves"],
@@ -142,7 +154,7 @@ def describe(
     served = reachable(domain_map)
     return PoolStats(
         domains=[
-            _domain_pool(domain_map, name, each.measured, name in served, fleet)
+            _domain_pool(domain_map, name, each, name in served, fleet)
             for name, each in counted.items()
         ]
     )
@@ -166,11 +178,12 @@ async def read(
 def _domain_pool(
     domain_map: DomainMap,
     name: str,
-    measured: Measured,
+    counted: Counted,
     is_reachable: bool,
     fleet: registry.Fleet,
 ) -> DomainPool:
     domain = domain_map.domains[name]
+    measured = counted.measured
     outlook = forecast(domain, measured)
     return DomainPool(
         domain=name,
@@ -191,6 +204,11 @@ def _domain_pool(
         enabled=fleet.can_make(name),
         disabled_reasons=fleet.disabled_reasons(name),
         forecast=outlook if is_reachable else msgspec.structs.replace(outlook, deficit=0),
+        spend_usd=counted.spend_usd,
+        serves=counted.serves,
+        cost_per_served_instance_usd=(
+            round(counted.spend_usd / counted.serves, 6) if counted.serves else None
+        ),
     )
 
 

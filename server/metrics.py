@@ -12,6 +12,7 @@ connection of its own (`server.snapshots`), and they are answered one at a time,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar, get_args
@@ -96,6 +97,25 @@ DOMAIN_GAUGES: Sequence[Figure[stats.DomainPool]] = (
         "warmpool_pool_remaining_serves",
         "serves left on the approved missions",
         lambda domain: domain.remaining_serves,
+    ),
+    Figure(
+        "warmpool_pool_variants_ready",
+        "live bug variants of the approved missions",
+        lambda domain: domain.live_variants,
+    ),
+    Figure(
+        "warmpool_pool_renderings_ready",
+        "ready renderings of those variants with a serve left: what can be served now",
+        lambda domain: domain.renderings_ready,
+    ),
+    Figure(
+        "warmpool_pool_cost_per_served_instance_usd",
+        "the model spend of the domain's jobs over its serves, ever (NaN before a serve)",
+        lambda domain: (
+            math.nan
+            if domain.cost_per_served_instance_usd is None
+            else domain.cost_per_served_instance_usd
+        ),
     ),
     Figure(
         "warmpool_pool_awaiting_review",
@@ -235,7 +255,6 @@ NO_SIGNALS = gradings.DomainSignals(graded=0, passed=0)
 class Snapshot:
     queue: QueueStats
     pool_stats: stats.PoolStats
-    serves: dict[str, int]
     spend: ledger.LedgerTotals
     signals: dict[str, gradings.DomainSignals]
     gradings: gradings.InFlight
@@ -256,7 +275,6 @@ async def read_snapshot(
             pool_stats=await stats.read(
                 connection, domain_map, heartbeat_timeout=settings.heartbeat_timeout
             ),
-            serves=await stats.serves_ever(connection, domain_map),
             spend=await ledger.totals(connection),
             gradings=await gradings.in_flight(connection),
             signals=await _signals(connection, domain_map),
@@ -284,7 +302,8 @@ class Scrape:
         yield from _unlabelled(snapshot.queue, QUEUE_GAUGES)
         domains = {each.domain: each for each in snapshot.pool_stats.domains}
         yield from _per_label(GaugeMetricFamily, "domain", domains, DOMAIN_GAUGES)
-        yield from _per_label(CounterMetricFamily, "domain", snapshot.serves, [SERVES])
+        serves = {each.domain: each.serves for each in snapshot.pool_stats.domains}
+        yield from _per_label(CounterMetricFamily, "domain", serves, [SERVES])
         # Every outcome a call can end with, at 0 until one does; a call under way is none.
         by_outcome = snapshot.spend.by_outcome
         ended = {each: by_outcome.get(each, NOTHING_SPENT) for each in get_args(Outcome)}
