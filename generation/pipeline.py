@@ -25,7 +25,8 @@ from generation.drafts import MissionDraft, SabotageDraft
 from generation.finisher import Ending, Failed, Finished
 from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
-from generation.provider import Provider, ProviderError
+from generation.offline import ProceduralSaboteur
+from generation.provider import BugPlanter, Provider, ProviderError
 from generation.worker import GenerationFailed
 from qa import missions, rendered
 from qa.policy import judge_gold, judge_sabotage, needs_proof
@@ -59,6 +60,7 @@ class MissionPipeline:
         self._domain_map = domain_map
         self._sabotage_tries = sabotage_tries
         self._serve_waiting_user = serve_waiting_user
+        self._saboteur = ProceduralSaboteur()
 
     def unavailable(self, domain: Domain) -> str | None:
         """Why this worker cannot make missions of `domain`, or None when it can."""
@@ -109,7 +111,9 @@ class MissionPipeline:
             raise GenerationFailed(
                 f"the gold solution failed its hidden tests: {hidden_verdict.reason}"
             )
-        return await self._plant(domain, draft, gold, hidden_gold, job, ledger, known=[])
+        return await self._plant(
+            domain, draft, gold, hidden_gold, job, ledger, known=[], planter=self._provider
+        )
 
     async def _plant(
         self,
@@ -121,13 +125,15 @@ class MissionPipeline:
         ledger: Ledger,
         *,
         known: list[dict[str, str]],
+        planter: BugPlanter,
     ) -> tuple[SabotageDraft, missions.MissionProof]:
-        """A bug, not one of the `known` ones, whose sabotage fails as the domain asks; what it
-        does to the hidden tests is recorded (a mission proven before them has none)."""
+        """A bug from `planter`, not one of the `known` ones, whose sabotage fails as the domain
+        asks; what it does to the hidden tests is recorded (a mission proven before them has
+        none)."""
         tries: list[ProofRun] = []
         reason = "no try planted a bug the mission does not hold already"
         for try_number in range(1, self._sabotage_tries + 1):
-            sabotage = await self._provider.plant_bug(
+            sabotage = await planter.plant_bug(
                 domain, draft, seed=job.id, try_number=try_number, ledger=ledger
             )
             if sabotage.sabotaged_files in known:
@@ -189,9 +195,18 @@ class MissionPipeline:
             test_files=target.test_files,
             hidden_test_files=target.hidden_test_files,
         )
+        # The domain says where its variants come from: the model, or the procedural saboteur.
+        planter = self._saboteur if domain.variant_source == "saboteur" else self._provider
         try:
             sabotage, proof = await self._plant(
-                domain, draft, target.gold, target.hidden_gold, job, ledger, known=target.known_bugs
+                domain,
+                draft,
+                target.gold,
+                target.hidden_gold,
+                job,
+                ledger,
+                known=target.known_bugs,
+                planter=planter,
             )
         except (ProviderError, ProofUnavailable) as error:
             raise GenerationFailed(str(error)) from error
@@ -205,7 +220,7 @@ class MissionPipeline:
                 bug_summary=sabotage.bug_summary,
                 grader_hint=sabotage.grader_hint,
                 proof=proof,
-                provider=self._provider.name,
+                provider=planter.name,
                 job_id=job.id,
                 max_serves=domain.variant_serves(target.max_serves),
             )
