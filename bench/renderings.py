@@ -1,12 +1,17 @@
 """Rendering benchmark: renderings proven per minute per proof slot, over the offline catalog,
-beside the same proof of the unrendered missions in the same run.
+beside the same proof of the unrendered missions in the same run, and the sandbox seconds a
+served instance costs now that each one is a rendering of its own.
 
     python bench/renderings.py [--per-mission 10] [--slots 2] [--database-url postgresql://...]
 
 For every code mission of the catalog, a planted bug that fails every test is the variant;
 `--per-mission` random renderings of it are made and proven as a serve would need them
-(gold with every test, the bug with the visible tests, the same tests failing as before
-renaming), all at once on `--slots` proof slots, trusted (the catalog ships with warmpool).
+(gold with every test, the bug with the visible and hidden tests, the same tests failing as
+before renaming), all at once on `--slots` proof slots, trusted (the catalog ships with
+warmpool). A served instance then costs, in sandbox seconds, its share of the mission's gold
+proof (over `retire_after` serves), of its variant's proof (over `bug_share` serves) and, but for
+a bug's first serve (its identity rendering), its rendering's own proof; the same without
+renderings is printed beside it.
 The baseline proves the unrendered variant the same way, so the ratio says what renaming costs
 a proof (nothing but the renaming itself, if near 1). Every rendering must be accepted: the
 benchmark is also the long form of tests/integration/proof/test_renderings_proof.py. Needs the
@@ -27,6 +32,7 @@ import os
 import random
 import time
 from collections import defaultdict
+from typing import NamedTuple
 
 from bench.generation import proof_folder
 from bench.scratch import database_parser
@@ -41,30 +47,49 @@ from qa.results import ProofRun
 from tests.support.proving import ensure_toolchain
 
 
-async def variant(prover: Prover, mission: CatalogMission) -> tuple[Sources, ProofRun]:
-    """The mission's first planted bug that fails every test, and its unrendered run."""
+class Variant(NamedTuple):
+    sources: Sources
+    # The bug's runs of the visible and the hidden tests, and the gold's of both: the mission's
+    # and the variant's proofs, which a rendering's must match.
+    reference: ProofRun
+    hidden_reference: ProofRun
+    gold_seconds: float
+
+
+async def variant(prover: Prover, mission: CatalogMission) -> Variant:
+    """The mission's first planted bug that fails every test, with its unrendered runs."""
+    gold = await asyncio.gather(
+        *(
+            prover.run(mission.language, mission.gold_files, tests, trust="trusted")
+            for tests in (mission.test_files, mission.hidden_test_files)
+        )
+    )
     for seed in range(1, 20):
         sabotage = saboteur.sabotage(mission, seed=seed, try_number=1)
-        run = await prover.run(
-            mission.language, sabotage.sabotaged_files, mission.test_files, trust="trusted"
+        run, hidden = await asyncio.gather(
+            *(
+                prover.run(mission.language, sabotage.sabotaged_files, tests, trust="trusted")
+                for tests in (mission.test_files, mission.hidden_test_files)
+            )
         )
-        if judge_sabotage(run, "all").accepted:
+        if judge_sabotage(run, "all").accepted and hidden.conclusive:
             sources = Sources(
                 gold_files=mission.gold_files,
                 test_files=mission.test_files,
                 sabotaged_files=sabotage.sabotaged_files,
+                hidden_test_files=mission.hidden_test_files,
             )
-            return sources, run
+            return Variant(sources, run, hidden, sum(each.duration_s for each in gold))
     raise SystemExit(f"{mission.slug}: no planted bug in 19 seeds fails every test")
 
 
 async def prove_all(
     prover: Prover,
-    work: list[tuple[CatalogMission, Rendering | Sources, ProofRun]],
+    work: list[tuple[CatalogMission, Rendering | Sources, Variant]],
     policy: dict[str, SabotagePolicy],
 ) -> tuple[float, list[renderings.RenderingProof]]:
     async def prove(
-        mission: CatalogMission, files: Rendering | Sources, reference: ProofRun
+        mission: CatalogMission, files: Rendering | Sources, made: Variant
     ) -> renderings.RenderingProof:
         return await renderings.prove(
             prover,
@@ -75,7 +100,8 @@ async def prove_all(
             test_files=files.test_files,
             sabotaged_files=files.sabotaged_files,
             hidden_test_files=files.hidden_test_files,
-            reference=reference,
+            reference=made.reference,
+            hidden_reference=made.hidden_reference,
         )
 
     start = time.perf_counter()
@@ -102,20 +128,20 @@ async def main(arguments: argparse.Namespace) -> None:
     ]
     skipped = {m.language for m in catalog.load()} - {m.language for m in missions} - {"none"}
     draw = random.Random(arguments.seed)
-    baseline: list[tuple[CatalogMission, Rendering | Sources, ProofRun]] = []
-    rendered: list[tuple[CatalogMission, Rendering | Sources, ProofRun]] = []
+    baseline: list[tuple[CatalogMission, Rendering | Sources, Variant]] = []
+    rendered: list[tuple[CatalogMission, Rendering | Sources, Variant]] = []
     counts: dict[str, int] = {}
     render_seconds = 0.0
     for mission in missions:
-        sources, reference = await variant(prover, mission)
+        made = await variant(prover, mission)
         renderer = Renderer(
-            sources, language=mission.language, domain=domains[mission.language].name
+            made.sources, language=mission.language, domain=domains[mission.language].name
         )
         counts[mission.slug] = renderer.count
-        baseline += [(mission, sources, reference)] * arguments.baseline_per_mission
+        baseline += [(mission, made.sources, made)] * arguments.baseline_per_mission
         started = time.perf_counter()
         numbers = draw.sample(range(renderer.count), arguments.per_mission)
-        rendered += [(mission, renderer.render(number), reference) for number in numbers]
+        rendered += [(mission, renderer.render(number), made) for number in numbers]
         render_seconds += time.perf_counter() - started
     baseline_wall, baseline_proofs = await prove_all(prover, baseline, policy)
     rendered_wall, rendered_proofs = await prove_all(prover, rendered, policy)
@@ -143,8 +169,23 @@ async def main(arguments: argparse.Namespace) -> None:
     sandbox: dict[str, list[float]] = defaultdict(list)
     for (mission, _, _), proof in zip(rendered, rendered_proofs, strict=True):
         sandbox[mission.language].append(proof.gold.duration_s + proof.sabotage.duration_s)
+    print("sandbox seconds per served instance (the mission's proof over retire_after serves,")
+    print("  the variant's over bug_share, then each serve's rendering but a bug's first):")
     for language, seconds in sorted(sandbox.items()):
-        print(f"  {language:<11} sandbox seconds per rendering: {sum(seconds) / len(seconds):.2f}")
+        domain = domains[language]
+        made_here = [made for mission, _, made in rendered if mission.language == language]
+        gold = sum(made.gold_seconds for made in made_here) / len(made_here)
+        bug = sum(
+            made.reference.duration_s + made.hidden_reference.duration_s for made in made_here
+        ) / len(made_here)
+        rendering = sum(seconds) / len(seconds)
+        before = gold / domain.retire_after + bug / domain.bug_share
+        now = before + rendering * (domain.bug_share - 1) / domain.bug_share
+        print(
+            f"  {language:<11} {rendering:.2f} s a rendering; {now:.2f} s an instance, "
+            f"{before:.2f} s without renderings (bug_share {domain.bug_share}, "
+            f"retire_after {domain.retire_after})"
+        )
     refused = [
         (item[0].slug, proof.reason)
         for item, proof in zip(

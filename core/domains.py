@@ -19,6 +19,9 @@ Kind = Literal["technical", "non_technical"]
 Language = Literal["python", "javascript", "sql", "none"]
 Review = Literal["human", "proof"]
 SabotagePolicy = Literal["all", "at_least_one"]
+# Where a variant job's bug comes from: the provider that writes missions (one sabotage call a
+# try, through the ledger and the budget), or the procedural saboteur (at no model cost).
+VariantSource = Literal["model", "saboteur"]
 
 DEFAULT_RETIRE_AFTER: dict[str, int] = {"technical": 100, "non_technical": 50}
 DEFAULT_BUG_SHARE = 5
@@ -42,6 +45,7 @@ class Domain(msgspec.Struct, frozen=True, kw_only=True):
     bug_share: int = DEFAULT_BUG_SHARE
     # At most this many candidates of one cohort get the same mission; None: no limit.
     cohort_share: int | None = None
+    variant_source: VariantSource = "model"
 
     def variant_serves(self, mission_serves: int) -> int:
         """A new variant's serve limit, in a mission that may be served `mission_serves` times:
@@ -80,6 +84,7 @@ _DOMAIN_KEYS: dict[str, str] = {
     "retire_jitter": "true | false (lower each mission's serve limit slightly, at random)",
     "bug_share": "a positive whole number of candidates who may get the same planted bug",
     "cohort_share": "a positive whole number of candidates of one cohort per mission",
+    "variant_source": "model | saboteur (where the bugs of variant jobs come from)",
 }
 
 
@@ -137,6 +142,11 @@ def _domain(name: str, raw: object, source: str) -> Domain:
         if "cohort_share" in entry
         else None
     )
+    if "variant_source" in entry and language == "none":
+        raise DomainMapError(
+            f"{source}: {where}.variant_source: a domain without code (language none) has one "
+            "flaw per mission and no variants; remove variant_source or give it a language"
+        )
     if review == "proof" and (kind != "technical" or language == "none"):
         raise DomainMapError(
             f"{source}: {where}.review: 'proof' needs a technical domain with code to run, "
@@ -155,6 +165,9 @@ def _domain(name: str, raw: object, source: str) -> Domain:
         retire_jitter=_flag(entry, "retire_jitter", source, where, default=True),
         bug_share=bug_share,
         cohort_share=cohort_share,
+        variant_source=_choice(
+            entry, "variant_source", VariantSource, source, where, default="model"
+        ),
     )
 
 

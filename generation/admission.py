@@ -56,11 +56,13 @@ async def enqueue(
     created_by: int | None = None,
     cohort: str | None = None,
     variant_of: int | None = None,
+    rendering_of: int | None = None,
     now: datetime | None = None,
     metrics: QueueMetrics | None = None,
 ) -> int:
     """Insert a pending job, made by the API key `created_by` (None: the pool's own), for a
-    user in `cohort`; with `variant_of`, a job that plants another bug in that mission. Call
+    user in `cohort`; with `variant_of`, a job that plants another bug in that mission; with
+    `rendering_of`, a job that makes renderings of that variant. Call
     inside a transaction, and `wake_dispatchers` after it. A refusal raises, counted in
     `metrics` when given."""
     if user_id is not None:
@@ -79,6 +81,7 @@ async def enqueue(
         created_by,
         cohort,
         variant_of,
+        rendering_of,
     )
     assert row is not None
     if row["job_id"] is not None:

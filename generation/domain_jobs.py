@@ -1,6 +1,6 @@
 """What the replenisher counts from the jobs of each domain: the mission generations pending
-and generating, the variant jobs under way, how recent generations ended, and the last
-replenish job a pass saw."""
+and generating, the variant jobs and rendering jobs under way, how recent generations ended,
+and the last replenish job a pass saw."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ class DomainJobs(msgspec.Struct, frozen=True, kw_only=True):
     failed: int
     # Jobs planting another bug in an existing mission, pending or generating.
     variant_jobs: int
+    # Jobs rendering a live variant, pending or generating.
+    rendering_jobs: int
     last_replenish_job_id: int | None
 
 
@@ -35,6 +37,7 @@ async def jobs_by_domain(
             generated=row["generated"],
             failed=row["failed"],
             variant_jobs=row["variant_jobs"],
+            rendering_jobs=row["rendering_jobs"],
             last_replenish_job_id=row["last_replenish_job_id"],
         )
         for row in rows

@@ -126,7 +126,16 @@ def _job(row: asyncpg.Record) -> Job:
     )
 
 
-async def variant_of(connection: Executor, job_id: int) -> int | None:
-    """The mission a variant job plants another bug in; None for a job that writes a mission."""
-    mission_id: int | None = await connection.fetchval(queries["job_variant_of"], job_id)
-    return mission_id
+class JobTarget(msgspec.Struct, frozen=True, kw_only=True):
+    """What a job makes: a new mission (both None), another bug in the mission `variant_of`,
+    or renderings of the variant `rendering_of`."""
+
+    variant_of: int | None
+    rendering_of: int | None
+
+
+async def target(connection: Executor, job_id: int) -> JobTarget:
+    row = await connection.fetchrow(queries["job_target"], job_id)
+    if row is None:
+        return JobTarget(variant_of=None, rendering_of=None)
+    return JobTarget(variant_of=row["variant_of"], rendering_of=row["rendering_of"])

@@ -294,6 +294,12 @@ async def totals(connection: Executor) -> LedgerTotals:
     )
 
 
+async def cost_by_domain(connection: Executor, domains: list[str]) -> dict[str, float]:
+    """What the model calls of each domain's jobs cost, in USD, ever."""
+    rows = await connection.fetch(queries["llm_spend_by_domain"], domains)
+    return {row["domain"]: float(row["cost_usd"]) for row in rows}
+
+
 def spend_by_mode(totals: LedgerTotals) -> SpendByMode:
     modes = totals.by_mode
     return SpendByMode(

@@ -7,7 +7,9 @@ A variant job (one the replenisher ordered for an approved mission) writes nothi
 plants another bug in that mission, through the same provider and the same ledger, proves it
 against the mission's tests as the first bug was proven (the gold's runs are the mission's own:
 the same files and tests), and stores it as the mission's next variant. A bug the mission
-holds already is planted again, as a failed proof is."""
+holds already is planted again, as a failed proof is.
+
+A rendering job makes the renderings a live variant lacks (`generation.rendering_jobs`)."""
 
 from __future__ import annotations
 
@@ -18,14 +20,15 @@ import asyncpg
 
 from core.domains import Domain, DomainMap
 from core.sql import Connection, outlasting_outages
-from generation import jobs
+from generation import jobs, rendering_jobs
 from generation.drafts import MissionDraft, SabotageDraft
 from generation.finisher import Ending, Failed, Finished
 from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
-from generation.provider import Provider, ProviderError
+from generation.offline import ProceduralSaboteur
+from generation.provider import BugPlanter, Provider, ProviderError
 from generation.worker import GenerationFailed
-from qa import missions
+from qa import missions, rendered
 from qa.policy import judge_gold, judge_sabotage, needs_proof
 from qa.proof import ProofUnavailable, Prover
 from qa.results import ProofRun, Trust
@@ -34,6 +37,8 @@ from qa.results import ProofRun, Trust
 # it, inside the job's final transaction; the instance id, or None if it could not be served.
 # The pool provides it (generation does not import the pool).
 ServeWaitingUser = Callable[[Connection, int, int], Awaitable[int | None]]
+# What a job works on when it writes no mission: a mission to vary, or a variant to render.
+_Target = missions.MissionToVary | rendered.VariantToRender
 
 
 class MissionPipeline:
@@ -55,6 +60,7 @@ class MissionPipeline:
         self._domain_map = domain_map
         self._sabotage_tries = sabotage_tries
         self._serve_waiting_user = serve_waiting_user
+        self._saboteur = ProceduralSaboteur()
 
     def unavailable(self, domain: Domain) -> str | None:
         """Why this worker cannot make missions of `domain`, or None when it can."""
@@ -71,7 +77,10 @@ class MissionPipeline:
         problem = self.unavailable(domain)
         if problem is not None:
             raise GenerationFailed(f"domain {domain.name} is disabled on this worker: {problem}")
-        target = await self._mission_to_vary(job)
+        target = await self._target(job)
+        if isinstance(target, rendered.VariantToRender):
+            assert self._prover is not None  # a domain with code: unavailable() said so
+            return await rendering_jobs.render(job, domain, target, self._prover, self._trust)
         if target is not None:
             return await self._vary(job, domain, target, ledger)
         try:
@@ -102,7 +111,9 @@ class MissionPipeline:
             raise GenerationFailed(
                 f"the gold solution failed its hidden tests: {hidden_verdict.reason}"
             )
-        return await self._plant(domain, draft, gold, hidden_gold, job, ledger, known=[])
+        return await self._plant(
+            domain, draft, gold, hidden_gold, job, ledger, known=[], planter=self._provider
+        )
 
     async def _plant(
         self,
@@ -114,13 +125,15 @@ class MissionPipeline:
         ledger: Ledger,
         *,
         known: list[dict[str, str]],
+        planter: BugPlanter,
     ) -> tuple[SabotageDraft, missions.MissionProof]:
-        """A bug, not one of the `known` ones, whose sabotage fails as the domain asks; what it
-        does to the hidden tests is recorded (a mission proven before them has none)."""
+        """A bug from `planter`, not one of the `known` ones, whose sabotage fails as the domain
+        asks; what it does to the hidden tests is recorded (a mission proven before them has
+        none)."""
         tries: list[ProofRun] = []
         reason = "no try planted a bug the mission does not hold already"
         for try_number in range(1, self._sabotage_tries + 1):
-            sabotage = await self._provider.plant_bug(
+            sabotage = await planter.plant_bug(
                 domain, draft, seed=job.id, try_number=try_number, ledger=ledger
             )
             if sabotage.sabotaged_files in known:
@@ -142,22 +155,30 @@ class MissionPipeline:
             f"no planted bug passed its proof in {self._sabotage_tries} tries; the last: {reason}"
         )
 
-    async def _mission_to_vary(self, job: ClaimedJob) -> missions.MissionToVary | None:
-        """The approved mission a variant job plants another bug in; None for a mission job.
-        Read again through a database outage, as the ledger's writes are: nothing is wrong
-        with the job."""
+    async def _target(self, job: ClaimedJob) -> _Target | None:
+        """The approved mission a variant job plants another bug in, or the variant a rendering
+        job renders; None for a mission job. Read again through a database outage, as the
+        ledger's writes are: nothing is wrong with the job."""
 
-        async def read() -> tuple[int | None, missions.MissionToVary | None]:
+        async def read() -> tuple[jobs.JobTarget, _Target | None]:
             async with self._db.acquire() as connection:
-                mission_id = await jobs.variant_of(connection, job.id)
-                if mission_id is None:
-                    return None, None
-                return mission_id, await missions.to_vary(connection, mission_id)
+                target = await jobs.target(connection, job.id)
+                if target.rendering_of is not None:
+                    return target, await rendered.to_render(connection, target.rendering_of)
+                if target.variant_of is not None:
+                    return target, await missions.to_vary(connection, target.variant_of)
+                return target, None
 
-        mission_id, target = await outlasting_outages(read, what=f"job {job.id}'s mission")
-        if mission_id is not None and target is None:
-            raise GenerationFailed(f"mission {mission_id} is no longer served; no bug is needed")
-        return target
+        target, found = await outlasting_outages(read, what=f"job {job.id}'s target")
+        if target.rendering_of is not None and found is None:
+            raise GenerationFailed(
+                f"variant {target.rendering_of} is no longer served; no rendering is needed"
+            )
+        if target.variant_of is not None and found is None:
+            raise GenerationFailed(
+                f"mission {target.variant_of} is no longer served; no bug is needed"
+            )
+        return found
 
     async def _vary(
         self, job: ClaimedJob, domain: Domain, target: missions.MissionToVary, ledger: Ledger
@@ -174,9 +195,18 @@ class MissionPipeline:
             test_files=target.test_files,
             hidden_test_files=target.hidden_test_files,
         )
+        # The domain says where its variants come from: the model, or the procedural saboteur.
+        planter = self._saboteur if domain.variant_source == "saboteur" else self._provider
         try:
             sabotage, proof = await self._plant(
-                domain, draft, target.gold, target.hidden_gold, job, ledger, known=target.known_bugs
+                domain,
+                draft,
+                target.gold,
+                target.hidden_gold,
+                job,
+                ledger,
+                known=target.known_bugs,
+                planter=planter,
             )
         except (ProviderError, ProofUnavailable) as error:
             raise GenerationFailed(str(error)) from error
@@ -184,12 +214,13 @@ class MissionPipeline:
         async def store(connection: Connection) -> Finished | Failed:
             variant_id = await missions.store_variant(
                 connection,
+                domain=domain,
                 mission_id=target.id,
                 sabotaged_files=sabotage.sabotaged_files,
                 bug_summary=sabotage.bug_summary,
                 grader_hint=sabotage.grader_hint,
                 proof=proof,
-                provider=self._provider.name,
+                provider=planter.name,
                 job_id=job.id,
                 max_serves=domain.variant_serves(target.max_serves),
             )

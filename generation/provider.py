@@ -19,9 +19,26 @@ class ProviderError(Exception):
     """A provider could not produce a usable answer; the message is shown on the job."""
 
 
-class Provider(Protocol):
+class BugPlanter(Protocol):
+    """Who plants a mission's bugs: the provider that writes missions, or the procedural
+    saboteur."""
+
     name: str
 
+    async def plant_bug(
+        self,
+        domain: Domain,
+        mission: MissionDraft,
+        *,
+        seed: int,
+        try_number: int,
+        ledger: Ledger,
+    ) -> SabotageDraft:
+        """Plant one bug; `try_number` (1, 2, ...) asks for a different one after a failed proof."""
+        ...
+
+
+class Provider(BugPlanter, Protocol):
     @property
     def prompt_version(self) -> str | None:
         """The version of the prompts a model is asked with, stored with each mission; None
@@ -40,18 +57,6 @@ class Provider(Protocol):
 
     async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
         """Write a small, self-contained mission for `domain`, recording each model call."""
-        ...
-
-    async def plant_bug(
-        self,
-        domain: Domain,
-        mission: MissionDraft,
-        *,
-        seed: int,
-        try_number: int,
-        ledger: Ledger,
-    ) -> SabotageDraft:
-        """Plant one bug; `try_number` (1, 2, ...) asks for a different one after a failed proof."""
         ...
 
     async def close(self) -> None:

@@ -30,10 +30,11 @@ previous_turn AS (
 ),
 inserted AS (
     INSERT INTO generation_jobs
-        (lane, user_id, track, domain, created_at, fair_time, created_by, cohort, variant_of)
+        (lane, user_id, track, domain, created_at, fair_time, created_by, cohort, variant_of,
+         rendering_of)
     SELECT $1::text, $2::text, $3::text, $4::text, coalesce($8::timestamptz, now()),
            greatest(coalesce($8::timestamptz, now()), previous_turn.fair_time + $7::interval),
-           $10::bigint, $11::text, $12::bigint
+           $10::bigint, $11::text, $12::bigint, $13::bigint
     FROM active, depth, previous_turn
     -- The replenish lane has its own, smaller depth limit: it is what gets shed first.
     WHERE active.jobs < $5::int AND depth.pending < $6::int
@@ -58,8 +59,10 @@ LIMIT 1;
 -- transaction's commit flush, and serialize every enqueue behind the disk.
 SELECT pg_notify('warmpool_jobs', '');
 
--- name: job_variant_of
-SELECT variant_of FROM generation_jobs WHERE id = $1::bigint;
+-- name: job_target
+-- What a job makes: a new mission (both null), another bug in mission variant_of, or
+-- renderings of variant rendering_of.
+SELECT variant_of, rendering_of FROM generation_jobs WHERE id = $1::bigint;
 
 -- name: job_cancel_if_pending
 UPDATE generation_jobs SET status = 'cancelled', finished_at = now()
@@ -498,23 +501,28 @@ RETURNING id;
 
 -- name: jobs_by_domain
 -- Per domain, what replenishment counts: pending and generating jobs of both lanes that write
--- missions, and the variant jobs under way (each plants a bug in a mission that exists); how
--- the mission generations created in [$2, $3] ended (a mission, or a failure before one: a
--- job failed by its mission's rejection names the mission, and counts as a review outcome
--- instead), and how the variant jobs did; and the domain's last replenish job, whose id names
+-- missions, and the variant jobs and rendering jobs under way (each plants a bug in a mission,
+-- or renders a variant, that exists); how the mission generations created in [$2, $3] ended (a
+-- mission, or a failure before one: a job failed by its mission's rejection names the mission,
+-- and counts as a review outcome instead); and the domain's last replenish job, whose id names
 -- the state a replenishment pass saw. Retention bounds the rows scanned.
 SELECT d.domain,
-       count(j.id) FILTER (WHERE j.status = 'pending' AND j.variant_of IS NULL) AS pending,
-       count(j.id) FILTER (WHERE j.status = 'generating' AND j.variant_of IS NULL) AS generating,
+       count(j.id) FILTER (WHERE j.status = 'pending' AND j.variant_of IS NULL
+                             AND j.rendering_of IS NULL) AS pending,
+       count(j.id) FILTER (WHERE j.status = 'generating' AND j.variant_of IS NULL
+                             AND j.rendering_of IS NULL) AS generating,
        count(j.id) FILTER (WHERE j.mission_id IS NOT NULL AND j.variant_of IS NULL
+                             AND j.rendering_of IS NULL
                              AND j.created_at >= $2::timestamptz
                              AND j.created_at <= $3::timestamptz) AS generated,
        count(j.id) FILTER (WHERE j.status = 'failed' AND j.mission_id IS NULL
-                             AND j.variant_of IS NULL
+                             AND j.variant_of IS NULL AND j.rendering_of IS NULL
                              AND j.created_at >= $2::timestamptz
                              AND j.created_at <= $3::timestamptz) AS failed,
        count(j.id) FILTER (WHERE j.status IN ('pending', 'generating')
                              AND j.variant_of IS NOT NULL) AS variant_jobs,
+       count(j.id) FILTER (WHERE j.status IN ('pending', 'generating')
+                             AND j.rendering_of IS NOT NULL) AS rendering_jobs,
        max(j.id) FILTER (WHERE j.lane = 'replenish') AS last_replenish_job_id
 FROM unnest($1::text[]) AS d(domain)
 LEFT JOIN generation_jobs j ON j.domain = d.domain
@@ -532,6 +540,15 @@ SELECT outcome, mode, sum(llm_calls)::bigint AS llm_calls,
        sum(saved_usd) AS saved_usd
 FROM llm_spend_totals
 GROUP BY outcome, mode;
+
+-- name: llm_spend_by_domain
+-- Each domain's model calls and their cost, from the totals that the ledger's triggers keep per
+-- domain (migration 0029); a domain nothing was spent on is there with 0.
+SELECT d.domain, coalesce(sum(t.llm_calls), 0)::bigint AS llm_calls,
+       coalesce(sum(t.cost_usd), 0) AS cost_usd
+FROM unnest($1::text[]) AS d(domain)
+LEFT JOIN llm_spend_by_domain t ON t.domain = d.domain
+GROUP BY d.domain;
 
 -- name: llm_spend_by_day
 -- The ledger per UTC day from $1 to $2, model, purpose, outcome ('started': under way, or

@@ -2,8 +2,9 @@
 
 Pure arithmetic over what `pool.stats` counts in the tables, so each rule is tested alone.
 
-Supply counts serves: those that can be served now (the shares left on the live variants of
-approved missions, each mission's up to its own serves left), plus the variant jobs under way,
+Supply counts serves: those the approved stock can serve (the shares left on the live variants
+of approved missions, each mission's up to its own serves left, but of a variant whose
+renderings cannot be made only what its ready renderings hold), plus the variant jobs under way,
 each worth a variant's serves, plus the missions in review and in flight, each weighted by its
 chance of becoming an approved mission and worth the serves a new mission brings once its
 variants are planted (the replenisher plants them before it orders missions). Demand is the
@@ -54,10 +55,14 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
 
     approved: int
     remaining_serves: int
-    # Of the remaining serves, those the live variants' shares cover.
+    # Of the remaining serves, those ready renderings hold now, and those the live variants'
+    # shares cover once rendered (without the variants whose renderings cannot be made).
     servable_serves: int
+    stock_serves: int
     live_variants: int
+    renderings_ready: int
     variant_jobs: int
+    rendering_jobs: int
     awaiting_review: int
     pending: int
     generating: int
@@ -135,7 +140,7 @@ def forecast(domain: Domain, measured: Measured) -> Forecast:
     supply_missions = measured.approved + coming
     per_variant = domain.variant_serves(domain.retire_after)
     variants_coming = measured.variant_jobs * generation * per_variant
-    supply_serves = measured.servable_serves + variants_coming + coming * per_mission
+    supply_serves = measured.stock_serves + variants_coming + coming * per_mission
     demand_serves = demand_over(rate, lead_time)
 
     # Each generation ordered now adds pass_rate missions, and their serves, in expectation.

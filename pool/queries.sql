@@ -189,20 +189,38 @@ LIMIT 1;
 -- generation_jobs, whose retention outlasts the window) to their approval. The reviews are
 -- read from the two indexes that together hold every mission once, missions_servable and
 -- missions_out_of_stock, each by its range of review times: never the domain's whole history.
--- The servable serves are what can be served now: per mission, the shares its live variants
--- have left, up to the serves the mission has left.
+-- What the stock can serve, per mission up to the serves it has left: now (servable), the
+-- serves its live variants' ready renderings hold; in all (stock), the serves its live
+-- variants have left, but of a variant whose rendering jobs failed $4 times only what is
+-- rendered. Only a variant not yet fully rendered is looked up among the rendering jobs.
 SELECT d.domain, stock.approved, stock.remaining_serves, stock.servable_serves,
-       stock.live_variants, review.awaiting_review, reviewed.approvals, reviewed.rejections,
+       stock.stock_serves, stock.live_variants, stock.renderings_ready,
+       review.awaiting_review, reviewed.approvals, reviewed.rejections,
        reviewed.lead_time_p90_s, reviewed.lead_time_samples
 FROM unnest($1::text[]) AS d(domain)
 CROSS JOIN LATERAL (
     SELECT count(*) AS approved, coalesce(sum(m.max_serves - m.serve_count), 0) AS remaining_serves,
-           coalesce(sum(least(m.max_serves - m.serve_count, shares.serves_left)), 0)::bigint
+           coalesce(sum(least(m.max_serves - m.serve_count, shares.ready)), 0)::bigint
                AS servable_serves,
-           coalesce(sum(shares.variants), 0)::bigint AS live_variants
+           coalesce(sum(least(m.max_serves - m.serve_count, shares.renderable)), 0)::bigint
+               AS stock_serves,
+           coalesce(sum(shares.variants), 0)::bigint AS live_variants,
+           coalesce(sum(shares.renderings), 0)::bigint AS renderings_ready
     FROM missions m
     CROSS JOIN LATERAL (
-        SELECT coalesce(sum(v.max_serves - v.serve_count), 0) AS serves_left, count(*) AS variants
+        SELECT coalesce(sum(least(v.max_serves, v.rendered_serves) - v.serve_count), 0) AS ready,
+               coalesce(sum(CASE
+                   WHEN v.rendered_serves >= v.max_serves
+                     OR (SELECT count(*) FROM generation_jobs j  -- generation_jobs_rendering_of
+                         WHERE j.rendering_of = v.id AND j.status = 'failed') < $4::int
+                   THEN v.max_serves
+                   ELSE v.rendered_serves
+               END - v.serve_count), 0) AS renderable,
+               count(*) AS variants,
+               -- A variant without code has its one identity rendering; with code, a ready
+               -- rendering holds one serve.
+               coalesce(sum(CASE WHEN m.language = 'none' THEN 1
+                                 ELSE v.rendered_serves - v.serve_count END), 0) AS renderings
         FROM mission_variants v  -- the mission_variants_servable index
         WHERE v.mission_id = m.id AND v.retired_at IS NULL
     ) shares
@@ -259,6 +277,32 @@ WHERE m.domain = $1::text AND m.qa_status = 'approved' AND m.retired_at IS NULL
 ORDER BY shares.serves_left, m.id
 LIMIT $3::int;
 
+-- name: variants_short_of_renderings
+-- The live variants of the approved missions of domain $1 whose ready renderings, with the
+-- rendering jobs under way (each worth $2 renderings), hold fewer serves than the variant may
+-- still be served (up to its mission's serves left); those with the fewest rendered serves left
+-- first, in the least-served missions first, as serving takes those next. At most $3. A
+-- variant whose rendering jobs failed $4 times is ordered no more (its renderings keep failing
+-- their proof, or its mission has none left to make); the pool's supply stops counting its
+-- serves, so the forecast orders missions instead.
+SELECT v.id
+FROM missions m
+JOIN mission_variants v  -- the mission_variants_servable index
+  ON v.mission_id = m.id AND v.retired_at IS NULL
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE j.status IN ('pending', 'generating')) AS under_way,
+           count(*) FILTER (WHERE j.status = 'failed') AS failed
+    FROM generation_jobs j  -- the generation_jobs_rendering_of index
+    WHERE j.rendering_of = v.id
+) jobs
+WHERE m.domain = $1::text AND m.qa_status = 'approved' AND m.retired_at IS NULL
+  AND v.rendered_serves < v.max_serves
+  AND v.rendered_serves - v.serve_count + jobs.under_way * $2::int
+      < least(v.max_serves - v.serve_count, m.max_serves - m.serve_count)
+  AND jobs.failed < $4::int
+ORDER BY v.rendered_serves - v.serve_count, m.serve_count, v.id
+LIMIT $3::int;
+
 -- name: serves_by_domain
 -- Per domain: the serves (instances made) in ($2, $4] and in ($3, $4], the two demand windows.
 -- Counted domain by domain (LATERAL), so that each count reads its window of the (domain,
@@ -310,12 +354,16 @@ ORDER BY h.hour;
 SELECT pg_try_advisory_xact_lock(4, 0);
 
 -- name: instance_with_mission_for_grading
--- An instance with what grading and graders need of its mission: which of its files are
--- tests, the hidden tests, the gold in the instance's rendering, its variant's bug, and the
--- hidden tests' ids as the gold's proof found them. With $2, only an instance that key made.
+-- An instance with what grading and graders need, in the instance's own rendering: its visible
+-- tests, its hidden tests and its gold (an instance without a rendering, made before
+-- renderings, has the mission's), its variant's bug, and the hidden tests' ids as the gold's
+-- proof found them (renaming keeps test names: a rendering's proof checks that the same hidden
+-- tests ran). With $2, only an instance that key made.
 SELECT i.id, i.mission_id, i.variant_id, i.user_id, i.cohort, i.track, i.domain, i.language,
-       i.title, i.brief, i.files, i.serve_number, i.created_at, m.test_files,
-       m.hidden_test_files, coalesce(r.gold_files, m.gold_files) AS gold_files,
+       i.title, i.brief, i.files, i.serve_number, i.created_at,
+       coalesce(r.test_files, m.test_files) AS test_files,
+       coalesce(r.hidden_test_files, m.hidden_test_files) AS hidden_test_files,
+       coalesce(r.gold_files, m.gold_files) AS gold_files,
        coalesce(v.bug_summary, m.bug_summary) AS bug_summary,
        coalesce(v.grader_hint, m.grader_hint) AS grader_hint,
        m.proof->'hidden_gold' AS hidden_gold

@@ -2,14 +2,17 @@
 each domain's forecast lacks (see `pool.forecast`), in the domains that some live worker can
 make: a domain none can make is ordered nothing, where the orders would only wait to expire.
 
-Before missions, a pass orders variant jobs: in a domain with code, each approved mission whose
-live variants (with the variant jobs under way) hold fewer serves than the mission has left
-gets jobs that plant another bug in it, one per missing variant, the missions with the fewest
-serves ready first, taking turns, at most the per-pass cap per domain, until three of its
-variant jobs have failed. A variant is one
-sabotage and one proof where a mission is a whole generation, so the serves an approved
-mission has left are supplied by its bugs first; the forecast that orders missions then counts
-the variant jobs just ordered.
+Before missions, in a domain with code, a pass orders rendering jobs, then variant jobs. Each
+live variant whose ready renderings (with the rendering jobs under way) hold fewer serves than
+it may still be served gets a rendering job, those with the fewest rendered serves left first,
+until three of its rendering jobs have failed. Each approved mission whose live variants (with
+the variant jobs under way) hold fewer serves than the mission has left gets jobs that plant
+another bug in it, one per missing variant, the missions with the fewest serves ready first,
+taking turns, until three of its variant jobs have failed. Each kind is ordered at most the
+per-pass cap per domain. A rendering costs sandbox time alone and a variant one sabotage and
+one proof, where a mission is a whole generation, so the serves an approved mission has left
+are supplied by its renderings and bugs first; the forecast that orders missions then counts
+the jobs just ordered, and drops the serves of variants that cannot be rendered.
 
 A pass runs in one transaction under an advisory lock: a process that cannot take it skips
 its pass, since another one is counting the same pool. The counts and the enqueues share that
@@ -25,6 +28,7 @@ import enum
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Literal
 
 import asyncpg
 import msgspec
@@ -34,7 +38,9 @@ from core.domains import DomainMap
 from core.sql import Connection, Queries
 from generation import admission, registry
 from generation.metrics import QueueMetrics
+from generation.rendering_jobs import RENDERINGS_PER_JOB
 from pool import stats
+from pool.stats import RENDERING_FAILURES_TO_GIVE_UP
 
 queries = Queries("pool")
 log = logging.getLogger(__name__)
@@ -58,12 +64,21 @@ class VariantOrder(msgspec.Struct, frozen=True):
     mission_id: int
 
 
+class RenderingOrder(msgspec.Struct, frozen=True):
+    """What a rendering key stands for: renderings of this variant."""
+
+    domain: str
+    variant_id: int
+
+
 class DomainPass(msgspec.Struct, frozen=True, kw_only=True):
     domain: str
     deficit: int
     # The jobs this pass enqueued, at most the per-pass growth cap.
     enqueued: list[str]
-    # The variant jobs this pass enqueued before them, at most the cap too.
+    # The rendering jobs and the variant jobs this pass enqueued before them, at most the cap
+    # each.
+    rendering_jobs: list[str]
     variant_jobs: list[str]
     # The queue refused more (the replenish lane or the queue is full): the rest waits.
     shed: bool
@@ -102,14 +117,18 @@ class Replenisher:
                 fleet = await registry.live(
                     connection, heartbeat_timeout=self._heartbeat_timeout, now=now
                 )
-                planted: dict[str, VariantsOrdered] = {}
+                planted: dict[str, Planted] = {}
                 for each in stats.describe(self._domain_map, counted, fleet).domains:
                     if each.enabled and each.reachable:
                         last_job = counted[each.domain].last_replenish_job_id
-                        planted[each.domain] = await self._order_variants(
+                        planted[each.domain] = await self._plant(
                             connection, each.domain, last_job, now
                         )
-                ordered = {name for name, each in planted.items() if each.jobs}
+                ordered = {
+                    name
+                    for name, each in planted.items()
+                    if each.renderings.jobs or each.variants.jobs
+                }
                 if ordered:
                     counted = await stats.count(connection, self._domain_map, now)
                 needy = [
@@ -124,21 +143,39 @@ class Replenisher:
                         connection,
                         each,
                         counted[each.domain].last_replenish_job_id,
-                        planted.get(each.domain, VariantsOrdered()),
+                        planted.get(each.domain, Planted()),
                         now,
                     )
                     for each in needy
                 ]
-            if any(each.enqueued or each.variant_jobs for each in passes):
+            if any(each.enqueued or each.variant_jobs or each.rendering_jobs for each in passes):
                 await admission.wake_dispatchers(connection)
         return ReplenishPass(ran=True, domains=passes)
 
-    async def _order_variants(
+    async def _plant(
         self, connection: Connection, name: str, last_job: int | None, now: datetime | None
-    ) -> VariantsOrdered:
+    ) -> Planted:
+        """The rendering jobs, then the variant jobs, that the domain's approved missions lack."""
         domain = self._domain_map.domains[name]
         if domain.language == "none":
-            return VariantsOrdered()  # one flaw per mission, reviewed by a person
+            return Planted()  # one flaw per mission, reviewed by a person, never renamed
+        variants = await connection.fetch(
+            queries["variants_short_of_renderings"],
+            name,
+            RENDERINGS_PER_JOB,
+            self._max_per_pass,
+            RENDERING_FAILURES_TO_GIVE_UP,
+        )
+        renderings = await self._order_each(
+            connection,
+            name,
+            "render",
+            [row["id"] for row in variants],
+            last_job,
+            now,
+        )
+        if renderings.shed:
+            return Planted(renderings=renderings)
         shares = domain.variant_serves(domain.retire_after)
         short = await connection.fetch(
             queries["missions_short_of_variants"],
@@ -155,41 +192,60 @@ class Replenisher:
             for mission, count in lacking.items()
             if count > turn
         ]
+        variants_ordered = await self._order_each(connection, name, "vary", turns, last_job, now)
+        return Planted(renderings=renderings, variants=variants_ordered)
+
+    async def _order_each(
+        self,
+        connection: Connection,
+        name: str,
+        kind: Literal["render", "vary"],
+        targets: list[int],
+        last_job: int | None,
+        now: datetime | None,
+    ) -> Ordered:
+        """A job of `kind` for each target (a variant to render, a mission to vary), at most
+        the per-pass cap, each under a key that names its target."""
         ordered: list[str] = []
-        for slot, mission in enumerate(turns[: self._max_per_pass]):
+        for slot, target in enumerate(targets[: self._max_per_pass]):
+            order: RenderingOrder | VariantOrder = (
+                RenderingOrder(name, target) if kind == "render" else VariantOrder(name, target)
+            )
             job_id = await self._enqueue_once(
                 connection,
                 name,
-                f"{name}:vary-{mission}:after-job-{last_job or 0}:slot-{slot}",
-                idempotency.fingerprint("replenish", VariantOrder(name, mission)),
-                variant_of=mission,
+                f"{name}:{kind}-{target}:after-job-{last_job or 0}:slot-{slot}",
+                idempotency.fingerprint("replenish", order),
+                rendering_of=target if kind == "render" else None,
+                variant_of=target if kind == "vary" else None,
                 now=now,
             )
             if job_id is _SHED:
-                return VariantsOrdered(ordered, shed=True)
+                return Ordered(ordered, shed=True)
             if job_id is not None:
                 ordered.append(str(job_id))
         if ordered:
             log.info(
-                "replenishing %s: %d variant jobs",
+                "replenishing %s: %d %s jobs",
                 name,
                 len(ordered),
+                "rendering" if kind == "render" else "variant",
                 extra={"domain": name, "job_ids": ordered},
             )
-        return VariantsOrdered(ordered)
+        return Ordered(ordered)
 
     async def _order(
         self,
         connection: Connection,
         domain_pool: stats.DomainPool,
         last_job: int | None,
-        planted: VariantsOrdered,
+        planted: Planted,
         now: datetime | None,
     ) -> DomainPass:
         name, deficit = domain_pool.domain, domain_pool.forecast.deficit
         fingerprint = idempotency.fingerprint("replenish", ReplenishOrder(name))
         enqueued: list[str] = []
-        shed = planted.shed
+        shed = planted.renderings.shed or planted.variants.shed
         for slot in range(0 if shed else min(deficit, self._max_per_pass)):
             key = f"{name}:after-job-{last_job or 0}:slot-{slot}"
             job_id = await self._enqueue_once(connection, name, key, fingerprint, now=now)
@@ -210,7 +266,8 @@ class Replenisher:
             domain=name,
             deficit=deficit,
             enqueued=enqueued,
-            variant_jobs=planted.jobs,
+            rendering_jobs=planted.renderings.jobs,
+            variant_jobs=planted.variants.jobs,
             shed=shed,
         )
 
@@ -222,6 +279,7 @@ class Replenisher:
         fingerprint: bytes,
         *,
         variant_of: int | None = None,
+        rendering_of: int | None = None,
         now: datetime | None,
     ) -> int | _Shed | None:
         """A replenish job under `key`; None when a pass over the same state already ordered
@@ -237,6 +295,7 @@ class Replenisher:
                     track=None,
                     domain=name,
                     variant_of=variant_of,
+                    rendering_of=rendering_of,
                     limits=self._limits,
                     now=now,
                     metrics=self._metrics,
@@ -256,8 +315,16 @@ _SHED = _Shed.SHED
 
 
 @dataclass(frozen=True)
-class VariantsOrdered:
-    """The variant jobs a pass ordered in one domain, and whether the queue refused more."""
+class Ordered:
+    """The jobs of one kind a pass ordered in one domain, and whether the queue refused more."""
 
     jobs: list[str] = field(default_factory=list)
     shed: bool = False
+
+
+@dataclass(frozen=True)
+class Planted:
+    """The rendering jobs and variant jobs a pass ordered in one domain."""
+
+    renderings: Ordered = field(default_factory=Ordered)
+    variants: Ordered = field(default_factory=Ordered)

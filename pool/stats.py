@@ -24,6 +24,10 @@ from pool.forecast import (
 
 queries = Queries("pool")
 
+# A variant whose rendering jobs failed this often gets no more, and its serves that no ready
+# rendering holds no longer count as supply: they cannot be served.
+RENDERING_FAILURES_TO_GIVE_UP = 3
+
 
 class Counted(msgspec.Struct, frozen=True, kw_only=True):
     """One domain as a replenishment pass saw it."""
@@ -31,6 +35,9 @@ class Counted(msgspec.Struct, frozen=True, kw_only=True):
     measured: Measured
     # The domain's last replenish job: it names the state the pass saw, in its keys.
     last_replenish_job_id: int | None
+    # What the domain's model calls cost, and the instances it served, ever.
+    spend_usd: float
+    serves: int
 
 
 class DomainPool(msgspec.Struct, frozen=True, kw_only=True):
@@ -38,13 +45,19 @@ class DomainPool(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     approved: int
     awaiting_review: int
-    # The serves left on approved missions, and of those what can be served now: the shares
-    # their live variants have left.
+    # The serves left on approved missions; of those, what can be served now (the serves that
+    # their live variants' ready renderings hold) and what can be once rendered.
     remaining_serves: int
     servable_serves: int
+    stock_serves: int
+    # Variants ready: live variants of approved missions; and the ready renderings they hold
+    # with a serve left.
     live_variants: int
-    # Jobs planting another bug in an approved mission, pending or generating.
+    renderings_ready: int
+    # Jobs planting another bug in an approved mission, and jobs rendering a live variant,
+    # pending or generating.
     variant_jobs: int
+    rendering_jobs: int
     target: int
     # Generating now, and waiting for a slot (both lanes).
     in_flight: int
@@ -57,6 +70,11 @@ class DomainPool(msgspec.Struct, frozen=True, kw_only=True):
     # Why each live worker that cannot make it cannot.
     disabled_reasons: list[DisabledReason]
     forecast: Forecast
+    # What the domain's model calls cost and the instances it served, ever, and the cost of a
+    # served instance (None until one is served).
+    spend_usd: float
+    serves: int
+    cost_per_served_instance_usd: float | None
 
 
 class PoolStats(msgspec.Struct, frozen=True):
@@ -79,7 +97,9 @@ async def count(
     jobs = await domain_jobs.jobs_by_domain(connection, names, since=since, now=now)
     missions = {
         row["domain"]: row
-        for row in await connection.fetch(queries["missions_by_domain"], names, since, now)
+        for row in await connection.fetch(
+            queries["missions_by_domain"], names, since, now, RENDERING_FAILURES_TO_GIVE_UP
+        )
     }
     serves = {
         row["domain"]: row
@@ -91,14 +111,21 @@ async def count(
             now,
         )
     }
+    spent = await ledger.cost_by_domain(connection, names)
+    served = await serves_ever(connection, domain_map)
     return {
         name: Counted(
+            spend_usd=spent[name],
+            serves=served[name],
             measured=Measured(
                 approved=missions[name]["approved"],
                 remaining_serves=missions[name]["remaining_serves"],
                 servable_serves=missions[name]["servable_serves"],
+                stock_serves=missions[name]["stock_serves"],
                 live_variants=missions[name]["live_variants"],
+                renderings_ready=missions[name]["renderings_ready"],
                 variant_jobs=jobs[name].variant_jobs,
+                rendering_jobs=jobs[name].rendering_jobs,
                 awaiting_review=missions[name]["awaiting_review"],
                 pending=jobs[name].pending,
                 generating=jobs[name].generating,
@@ -127,7 +154,7 @@ def describe(
     served = reachable(domain_map)
     return PoolStats(
         domains=[
-            _domain_pool(domain_map, name, each.measured, name in served, fleet)
+            _domain_pool(domain_map, name, each, name in served, fleet)
             for name, each in counted.items()
         ]
     )
@@ -151,11 +178,12 @@ async def read(
 def _domain_pool(
     domain_map: DomainMap,
     name: str,
-    measured: Measured,
+    counted: Counted,
     is_reachable: bool,
     fleet: registry.Fleet,
 ) -> DomainPool:
     domain = domain_map.domains[name]
+    measured = counted.measured
     outlook = forecast(domain, measured)
     return DomainPool(
         domain=name,
@@ -164,8 +192,11 @@ def _domain_pool(
         awaiting_review=measured.awaiting_review,
         remaining_serves=measured.remaining_serves,
         servable_serves=measured.servable_serves,
+        stock_serves=measured.stock_serves,
         live_variants=measured.live_variants,
+        renderings_ready=measured.renderings_ready,
         variant_jobs=measured.variant_jobs,
+        rendering_jobs=measured.rendering_jobs,
         target=domain.target,
         in_flight=measured.generating,
         pending=measured.pending,
@@ -173,6 +204,11 @@ def _domain_pool(
         enabled=fleet.can_make(name),
         disabled_reasons=fleet.disabled_reasons(name),
         forecast=outlook if is_reachable else msgspec.structs.replace(outlook, deficit=0),
+        spend_usd=counted.spend_usd,
+        serves=counted.serves,
+        cost_per_served_instance_usd=(
+            round(counted.spend_usd / counted.serves, 6) if counted.serves else None
+        ),
     )
 
 

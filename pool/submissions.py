@@ -3,7 +3,7 @@
 Only the instance's code files may be replaced; its tests always come from the mission, so
 a test file's path, a `conftest.py` or any path the instance lacks is refused by name. The
 submission carries what grading runs, in the instance's own rendering: its code with the
-candidate's files in place, its visible tests and the mission's hidden tests.
+candidate's files in place, and the rendering's visible and hidden tests.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ async def _instance_row(db: Executor, instance_id: int, made_by: int | None) -> 
 def _material(row: asyncpg.Record, files: dict[str, str]) -> gradings.Material:
     if row["language"] == "none":
         raise InstanceWithoutCode(row["id"])
-    tests = {path: content for path, content in row["files"].items() if path in row["test_files"]}
+    tests: dict[str, str] = row["test_files"]
     code = {path: content for path, content in row["files"].items() if path not in tests}
     _check(files, tests, code)
     proven = None if row["hidden_gold"] is None else msgspec.convert(row["hidden_gold"], ProofRun)

@@ -3,7 +3,8 @@ the generation pipeline calls once a mission has its proof, stores the mission w
 variant; `store_variant` adds another planted bug, proven, to a stored mission.
 
 Each variant gets its identity rendering (its own files, proven by its own proof), ready to
-serve at once; renderings of their own come in rows beside it."""
+serve at once: once in a domain with code, where every instance is a rendering of its own (the
+others come from rendering jobs, `qa.rendered`), as often as the variant in a domain without."""
 
 from __future__ import annotations
 
@@ -159,10 +160,6 @@ class MissionToVary(msgspec.Struct, frozen=True, kw_only=True):
     known_bugs: list[Files]
 
 
-# The renderer of a variant's own files, its first rendering.
-IDENTITY_RENDERER = "identity"
-
-
 async def store(
     connection: Executor,
     *,
@@ -217,6 +214,7 @@ async def store(
     if mission_id is not None:
         await store_variant(
             connection,
+            domain=domain,
             mission_id=mission_id,
             sabotaged_files=sabotaged_files,
             bug_summary=bug_summary,
@@ -232,6 +230,7 @@ async def store(
 async def store_variant(
     connection: Executor,
     *,
+    domain: Domain,
     mission_id: int,
     sabotaged_files: Files,
     bug_summary: str,
@@ -243,6 +242,7 @@ async def store_variant(
 ) -> int | None:
     """Add a proven bug to a stored mission, with its identity rendering ready to serve; its
     id, or None when the mission holds the same bug already."""
+    identity_serves = max_serves if domain.language == "none" else 1
     variant_id: int | None = await connection.fetchval(
         queries["variant_insert_unless_duplicate"],
         mission_id,
@@ -253,7 +253,7 @@ async def store_variant(
         provider,
         job_id,
         max_serves,
-        IDENTITY_RENDERER,
+        identity_serves,
     )
     if variant_id is not None:
         await trace.fingerprint_renderings_of(connection, variant_id)

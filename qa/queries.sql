@@ -60,22 +60,26 @@ WHERE id = $1::bigint AND retired_at IS NULL
 RETURNING *;
 
 -- name: variant_insert_unless_duplicate
--- A mission's bug with its identity rendering: the variant's own files and the tests, proven
--- by the variant's proof, ready at once and served as often as the variant. The unique
--- (mission, content hash) constraint turns the same bug planted twice into no row.
+-- A mission's bug with its identity rendering: the variant's own files and the mission's tests,
+-- proven by the variant's proof, ready at once and served $9 times (once in a mission with
+-- code, where each further serve waits for a rendering of its own). The unique (mission,
+-- content hash) constraint turns the same bug planted twice into no row.
 WITH variant AS (
     INSERT INTO mission_variants
         (mission_id, sabotaged_files, bug_summary, grader_hint, proof, provider, job_id,
-         max_serves, content_hash)
+         max_serves, rendered_serves, content_hash)
     VALUES ($1::bigint, $2::jsonb, $3::text, $4::text, $5::jsonb, $6::text, $7::bigint, $8::int,
-            sha256(convert_to($2::jsonb::text, 'UTF8')))
+            $9::int, sha256(convert_to($2::jsonb::text, 'UTF8')))
     ON CONFLICT ON CONSTRAINT mission_variants_once_per_mission DO NOTHING
-    RETURNING id, sabotaged_files, proof, max_serves
+    RETURNING id, sabotaged_files, proof, rendered_serves
 ),
 rendering AS (
-    INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof, status, max_serves)
-    SELECT variant.id, variant.sabotaged_files || m.test_files, m.gold_files, $9::text,
-           variant.proof, 'ready', variant.max_serves
+    INSERT INTO mission_renderings
+        (variant_id, mission_id, files, gold_files, test_files, hidden_test_files, renderer,
+         proof, status, max_serves)
+    SELECT variant.id, m.id, variant.sabotaged_files || m.test_files, m.gold_files,
+           m.test_files, m.hidden_test_files, 'identity', variant.proof, 'ready',
+           variant.rendered_serves
     FROM variant JOIN missions m ON m.id = $1::bigint
 )
 SELECT id FROM variant;
@@ -152,3 +156,33 @@ SELECT i.id, i.mission_id, i.variant_id, i.rendering_id, i.user_id, i.cohort, i.
 FROM mission_instances i
 WHERE i.rendering_id = ANY($1::bigint[])
 ORDER BY i.id;
+
+-- name: variant_to_render
+-- What a rendering job needs of a live variant of a served mission: the mission's files and
+-- the variant's, its proof (the runs a rendering's must match), how many renderings it lacks
+-- (its serves beyond what its ready renderings hold, up to the mission's serves left) and the
+-- numbers the mission's renderings hold already (the number_once_per_mission index's prefix).
+SELECT v.id, v.mission_id, v.sabotaged_files, v.proof, m.gold_files, m.test_files,
+       m.hidden_test_files,
+       least(v.max_serves - v.rendered_serves, m.max_serves - m.serve_count) AS lacking,
+       ARRAY(SELECT r.number FROM mission_renderings r
+             WHERE r.mission_id = m.id AND r.number IS NOT NULL) AS numbers_taken
+FROM mission_variants v JOIN missions m ON m.id = v.mission_id
+WHERE v.id = $1::bigint AND v.retired_at IS NULL
+  AND m.qa_status = 'approved' AND m.retired_at IS NULL;
+
+-- name: rendering_insert_unless_number_taken
+-- A proven rendering, served once ($9 'ready'), or kept with the proof it failed ($9
+-- 'discarded', never served, nothing to trace). Two jobs of one mission may draw the same
+-- number: the unique index lets the first one have it, and the second stores nothing.
+INSERT INTO mission_renderings
+    (variant_id, mission_id, number, files, gold_files, test_files, hidden_test_files, renderer,
+     proof, status, max_serves, fingerprinted_at)
+VALUES ($1::bigint, $2::bigint, $3::bigint, $4::jsonb, $5::jsonb, $6::jsonb, $7::jsonb, 'renamed',
+        $8::jsonb, $9::text, 1, CASE WHEN $9::text = 'discarded' THEN now() END)
+ON CONFLICT (mission_id, number) WHERE number IS NOT NULL DO NOTHING
+RETURNING id;
+
+-- name: variant_add_rendered_serves
+-- The variant's ready renderings hold $2 more serves: serving may take them from now on.
+UPDATE mission_variants SET rendered_serves = rendered_serves + $2::int WHERE id = $1::bigint;

@@ -12,10 +12,10 @@ connection of its own (`server.snapshots`), and they are answered one at a time,
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from math import isinf
 from typing import Generic, NamedTuple, TypeVar, get_args
 
 from prometheus_client import CollectorRegistry
@@ -103,6 +103,25 @@ DOMAIN_GAUGES: Sequence[Figure[stats.DomainPool]] = (
         "warmpool_pool_remaining_serves",
         "serves left on the approved missions",
         lambda domain: domain.remaining_serves,
+    ),
+    Figure(
+        "warmpool_pool_variants_ready",
+        "live bug variants of the approved missions",
+        lambda domain: domain.live_variants,
+    ),
+    Figure(
+        "warmpool_pool_renderings_ready",
+        "ready renderings of those variants with a serve left: what can be served now",
+        lambda domain: domain.renderings_ready,
+    ),
+    Figure(
+        "warmpool_pool_cost_per_served_instance_usd",
+        "the model spend of the domain's jobs over its serves, ever (NaN before a serve)",
+        lambda domain: (
+            math.nan
+            if domain.cost_per_served_instance_usd is None
+            else domain.cost_per_served_instance_usd
+        ),
     ),
     Figure(
         "warmpool_pool_awaiting_review",
@@ -253,7 +272,6 @@ PASS_TIMES = Figure[gradings.PassTimes](
 class Snapshot:
     queue: QueueStats
     pool_stats: stats.PoolStats
-    serves: dict[str, int]
     spend: ledger.LedgerTotals
     signals: dict[str, gradings.DomainSignals]
     pass_times: dict[str, gradings.PassTimes]
@@ -275,7 +293,6 @@ async def read_snapshot(
             pool_stats=await stats.read(
                 connection, domain_map, heartbeat_timeout=settings.heartbeat_timeout
             ),
-            serves=await stats.serves_ever(connection, domain_map),
             spend=await ledger.totals(connection),
             gradings=await gradings.in_flight(connection),
             signals=await _signals(connection, domain_map),
@@ -313,7 +330,8 @@ class Scrape:
         domains = {each.domain: each for each in snapshot.pool_stats.domains}
         yield from _per_label(GaugeMetricFamily, "domain", domains, DOMAIN_GAUGES)
         yield _disabled_workers(snapshot.pool_stats.domains)
-        yield from _per_label(CounterMetricFamily, "domain", snapshot.serves, [SERVES])
+        serves = {each.domain: each.serves for each in snapshot.pool_stats.domains}
+        yield from _per_label(CounterMetricFamily, "domain", serves, [SERVES])
         # Every outcome a call can end with, at 0 until one does; a call under way is none.
         by_outcome = snapshot.spend.by_outcome
         ended = {each: by_outcome.get(each, NOTHING_SPENT) for each in get_args(Outcome)}
@@ -414,4 +432,4 @@ def _histogram(
 
 def _bound(le: float) -> str:
     """A bucket's bound as Prometheus writes it: `60.0`, `+Inf`."""
-    return "+Inf" if isinf(le) else str(le)
+    return "+Inf" if math.isinf(le) else str(le)

@@ -1,5 +1,5 @@
 """The offline provider: a built-in catalog of real missions and a procedural saboteur."""
 
-from generation.offline.provider import OfflineProvider
+from generation.offline.provider import OfflineProvider, ProceduralSaboteur
 
-__all__ = ["OfflineProvider"]
+__all__ = ["OfflineProvider", "ProceduralSaboteur"]

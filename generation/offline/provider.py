@@ -60,3 +60,32 @@ class OfflineProvider:
         async with ledger.call("sabotage", self.name, MODEL):
             await asyncio.sleep(self._delay_seconds)
             return saboteur.sabotage(source, seed=seed, try_number=try_number)
+
+
+class ProceduralSaboteur:
+    """Bugs planted procedurally in any mission with code, at no model cost: no model is
+    called, so nothing goes on the ledger. A domain's `variant_source: saboteur`."""
+
+    name = "saboteur"
+
+    def __init__(self) -> None:
+        self._catalog = catalog.load()
+
+    async def plant_bug(
+        self,
+        domain: Domain,
+        mission: MissionDraft,
+        *,
+        seed: int,
+        try_number: int,
+        ledger: Ledger,
+    ) -> SabotageDraft:
+        source = next((entry for entry in self._catalog if entry.wrote(mission)), None)
+        if source is not None:
+            return saboteur.sabotage(source, seed=seed, try_number=try_number)
+        try:
+            return saboteur.sabotage_any(
+                mission.gold_files, domain.language, seed=seed, try_number=try_number
+            )
+        except ValueError as error:
+            raise ProviderError(f"the procedural saboteur found no bug to plant: {error}") from None

@@ -69,6 +69,11 @@ def mutants(path: str, source: str, functions: Sequence[str]) -> list[Mutation]:
     return found
 
 
+def functions(source: str) -> list[str]:
+    """Every function and method a module defines, as `mutants` names them."""
+    return list(_functions(ast.parse(source)))
+
+
 def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
     found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for node in tree.body:

@@ -1,4 +1,8 @@
-"""The procedural saboteur: every candidate bug of a catalog mission, and the seeded pick."""
+"""The procedural saboteur: every candidate bug of a mission, and the seeded pick.
+
+A catalog mission names the functions a bug may go in (those all of its tests depend on); any
+other mission with code, a model's, say, is mutated in every function of its code, and its
+proof decides which bug is caught as the domain's `sabotage_must_fail` asks."""
 
 from __future__ import annotations
 
@@ -13,6 +17,11 @@ _MUTATORS: dict[str, Callable[[str, str, Sequence[str]], list[Mutation]]] = {
     "python": python_mutants.mutants,
     "javascript": token_mutants.javascript_mutants,
     "sql": token_mutants.sql_mutants,
+}
+_FUNCTIONS: dict[str, tuple[str, Callable[[str], list[str]]]] = {
+    "python": (".py", python_mutants.functions),
+    "javascript": (".js", token_mutants.javascript_functions),
+    "sql": (".sql", token_mutants.sql_functions),
 }
 
 
@@ -39,7 +48,33 @@ def sabotage(mission: CatalogMission, *, seed: int, try_number: int) -> Sabotage
     return SabotageDraft(
         sabotaged_files={**mission.gold_files, mutation.path: mutation.content},
         bug_summary=mutation.describe(),
-        grader_hint=_grader_hint(mission, mutation),
+        grader_hint=_grader_hint(mission.language, mutation),
+    )
+
+
+def sabotage_any(
+    gold_files: dict[str, str], language: str, *, seed: int, try_number: int
+) -> SabotageDraft:
+    """A bug in any mission with code, in any function of its code files (one that does not
+    parse offers none); as `sabotage`, the same seed and try plant the same bug."""
+    suffix, functions_of = _FUNCTIONS[language]
+    found: dict[tuple[str, str], Mutation] = {}
+    for path, text in sorted(gold_files.items()):
+        if not path.endswith(suffix):
+            continue
+        try:
+            mutants = _MUTATORS[language](path, text, functions_of(text))
+        except (SyntaxError, ValueError):
+            continue
+        for mutation in mutants:
+            found.setdefault((mutation.path, mutation.content), mutation)
+    if not found:
+        raise ValueError("the mission's code offers no place for a procedural bug")
+    mutation = pick(list(found.values()), seed, try_number)
+    return SabotageDraft(
+        sabotaged_files={**gold_files, mutation.path: mutation.content},
+        bug_summary=mutation.describe(),
+        grader_hint=_grader_hint(language, mutation),
     )
 
 
@@ -65,9 +100,9 @@ def _flaws(mission: CatalogMission) -> list[Mutation]:
     return found
 
 
-def _grader_hint(mission: CatalogMission, mutation: Mutation) -> str:
+def _grader_hint(language: str, mutation: Mutation) -> str:
     where = f"{mutation.path} line {mutation.line}"
-    if mission.language == "none":
+    if language == "none":
         return (
             f"The flaw is on {where}. A good answer quotes that statement, says which fact of "
             "the brief it contradicts, and corrects it; other edits to the copy are not needed."

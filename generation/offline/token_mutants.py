@@ -8,6 +8,7 @@ tokens are mutable, so a function's signature is never touched.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -135,6 +136,26 @@ def javascript_mutants(path: str, source: str, functions: Sequence[str]) -> list
 def sql_mutants(path: str, source: str, functions: Sequence[str]) -> list[Mutation]:
     """Mutants of the named SQL functions (their dollar-quoted bodies) and views."""
     return _mutants(path, source, functions, _SQL, _sql_body)
+
+
+def javascript_functions(source: str) -> list[str]:
+    """Every name followed by a parameter list and a braced body: functions and methods (and
+    the blocks of `if`, `for` and the like, whose mutants are theirs too)."""
+    tokens = tokenize(source, _JAVASCRIPT)
+    names = dict.fromkeys(token.text for token in tokens if token.kind == "word")
+    return [name for name in names if _javascript_body(tokens, name) is not None]
+
+
+def sql_functions(source: str) -> list[str]:
+    """Every function and view the script creates."""
+    tokens = tokenize(source, _SQL)
+    return list(
+        dict.fromkeys(
+            following.text
+            for token, following in itertools.pairwise(tokens)
+            if token.text.upper() in ("FUNCTION", "VIEW") and following.kind == "word"
+        )
+    )
 
 
 def tokenize(source: str, dialect: _Dialect) -> list[Token]:

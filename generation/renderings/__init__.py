@@ -80,6 +80,10 @@ class Renderer:
         """How many renderings there are: `render` takes 0 to count - 1."""
         return self._plan.count
 
+    def renames(self, number: int) -> dict[str, str]:
+        """What rendering `number` renames (old name -> new name), without rendering it."""
+        return self._plan.renames(number)
+
     def render(self, number: int) -> Rendering:
         renames = self._plan.renames(number)
         sources = self._sources

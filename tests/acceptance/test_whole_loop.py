@@ -102,6 +102,7 @@ async def test_empty_pool_to_served_retired_and_refilled(
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             reviewer = {"Authorization": f"Bearer {keys['qa_reviewer']}"}
             app = {"Authorization": f"Bearer {keys['candidate_app']}"}
+            admin = {"Authorization": f"Bearer {keys['admin']}"}
 
             # The empty pool: a serve enqueues a generation for the waiting user.
             first = await client.post(
@@ -138,6 +139,14 @@ async def test_empty_pool_to_served_retired_and_refilled(
                 assert approved.status_code == 200
             await assert_served_at_approval(client, app, early_job["id"], early_mission)
 
+            # Each serve after a bug's first is a rendering of its own: the replenisher orders
+            # them as the missions are approved, and the worker proves them.
+            async def renderings_ready() -> bool:
+                pool_view = await read(client, "/v1/pool", admin)
+                return bool(pool_view["domains"][0]["renderings_ready"] == 3)
+
+            await eventually(renderings_ready, 60, "a rendering for each serve left", every=0.2)
+
             # Served from the pool until both missions retire (two serves each).
             served = await serve_candidates(client, app)
             assert served == SERVED, "three serves were left; then stock ran out: jobs"
@@ -151,6 +160,8 @@ async def test_empty_pool_to_served_retired_and_refilled(
                 "early",
             ]
             assert sorted(row["mission_id"] for row in instances) == sorted(approved_ids * 2)
+            files = await pool.fetch("SELECT mission_id, files::text FROM mission_instances")
+            assert len({tuple(row) for row in files}) == 4, "no two instances share their files"
             retired = await pool.fetch(
                 "SELECT id, serve_count, max_serves, retire_reason, retired_at FROM missions"
                 " WHERE retired_at IS NOT NULL ORDER BY id"

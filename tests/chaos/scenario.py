@@ -12,8 +12,8 @@ from tests.chaos.load import Offer
 # Copy missions are proven by no code and reviewed by people: cheap to make, so they carry
 # the volume; once the small catalog's variants are stored, the rest are discarded as
 # duplicates. Python missions run real proofs and are approved by them, and the waiting user
-# is served at once; one bug serves all of a mission's candidates, so the replenisher plants no
-# variants, whose jobs would outlast the drain.
+# is served at once; a mission serves two candidates with its one bug, so the replenisher plants
+# no variants, and renders one rendering per mission: more would outlast the drain.
 DOMAIN_MAP = """
 tracks:
   marketing-manager: [marketing-copy]
@@ -28,7 +28,8 @@ domains:
     language: python
     review: proof
     target: 1
-    bug_share: 100
+    retire_after: 2
+    bug_share: 2
 """
 TRACK_OF_LANGUAGE = {"none": "marketing-manager", "python": "backend-engineer"}
 

@@ -39,10 +39,10 @@ WHERE job_id IS NOT NULL GROUP BY job_id HAVING count(*) > 1
 
 # A job that made a mission was completed by the attempt it ended under: that attempt's
 # mission call is on record (its own, or one it took over from an earlier attempt), finished
-# while the job was still its own.
+# while the job was still its own. A rendering job calls no model.
 ENDINGS_WITHOUT_THEIR_CALL = """
 SELECT j.id, j.status, j.attempt FROM generation_jobs j
-WHERE j.status IN ('completed', 'awaiting_review') AND NOT EXISTS (
+WHERE j.status IN ('completed', 'awaiting_review') AND j.rendering_of IS NULL AND NOT EXISTS (
     SELECT 1 FROM llm_calls c
     WHERE c.job_id = j.id AND coalesce(c.resumed_by_attempt, c.attempt) = j.attempt
       AND c.purpose = 'generate' AND c.outcome = 'ok' AND NOT c.orphaned

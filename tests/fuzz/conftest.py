@@ -26,6 +26,7 @@ from server.database import create_pool
 from tests.fuzz import tally
 from tests.support import fleet, postgres
 from tests.support.http import bearer
+from tests.support.missions import serve_identity_as_often_as_its_variant
 from tests.support.proven_missions import store_mission
 from tests.support.server import ROOT, create_keys, running_server
 
@@ -66,14 +67,18 @@ async def target(
 
 
 async def store_missions(database_url: str) -> list[str]:
-    """Two missions per domain, awaiting review."""
+    """Two missions per domain, awaiting review, each served as often as its bug allows from
+    its one rendering, so that generated serves keep finding stock."""
     db = await create_pool(database_url, max_size=1)
     try:
-        return [
-            str(await store_mission(db, domain))
+        missions = [
+            await store_mission(db, domain)
             for domain in DOMAIN_MAP.domains.values()
             for _ in range(2)
         ]
+        for mission in missions:
+            await serve_identity_as_often_as_its_variant(db, mission)
+        return [str(mission) for mission in missions]
     finally:
         await db.close()
 

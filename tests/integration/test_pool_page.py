@@ -76,6 +76,10 @@ async def test_the_pool_page_shows_each_domain_and_its_serves_hour_by_hour(
     row = domain_row(page.text, "python-backend")
     assert cell(row, "stock") == f"2 / {PYTHON.target}"
     assert cell(row, "remaining") == str(200 - len(moments))
+    # Each mission one bug, whose one rendering serves it whole; nothing spent on models.
+    assert (cell(row, "variants"), cell(row, "renderings")) == ("2", str(200 - len(moments)))
+    assert cell(row, "cost") == "0.0000 USD"
+    assert cell(domain_row(page.text, "sql-data"), "cost") == "none served"
     assert (cell(row, "review"), cell(row, "generating"), cell(row, "pending")) == ("1", "1", "1")
 
     bars = [match.groupdict() for match in BAR.finditer(row)]

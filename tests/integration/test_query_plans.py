@@ -303,6 +303,7 @@ async def test_the_enqueue_reads_the_depth_from_its_shards_and_the_users_jobs_fr
             None,
             None,
             None,
+            None,
         ),
     )
 
@@ -626,7 +627,8 @@ async def test_a_scrape_reads_neither_every_instance_nor_every_ledger_row(
     )
 
     half = SERVED_HISTORY // 2
-    assert snapshot.serves == {"python-backend": half, "sql-data": half} | {
+    serves = {domain.domain: domain.serves for domain in snapshot.pool_stats.domains}
+    assert serves == {"python-backend": half, "sql-data": half} | {
         name: 0 for name in DOMAIN_MAP.domains if name not in ("python-backend", "sql-data")
     }
     assert snapshot.spend.by_outcome["ok"].llm_calls == half

@@ -1,6 +1,8 @@
-"""Tracing leaks over HTTP: each served instance's files, and a reformatted 20-line fragment of
-one of them, trace back to that instance first; a file of another mission traces to nothing;
-texts too short or too big are refused; the lookup reads the fingerprints through their index."""
+"""Tracing leaks over HTTP: instances served one rendering are matches alike; texts too short or
+too big are refused; a reviewer traces a leak on the page and retires its variant; the lookup
+reads the fingerprints through their index. Renderings here are written straight into the
+database; tests/integration/proof/test_trace_renderings.py traces instances of renderings that
+rendering jobs made and proved."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from generation.renderings import Renderer, Sources
 from qa import trace
 from server.auth import Role
 from tests.support.http import assert_problem, bearer, form_token, sign_in
+from tests.support.leaks import longest_file, reformatted_fragment
 from tests.support.missions import add_mission
 from tests.support.proven_missions import PROOF, store_mission
 
@@ -30,7 +33,7 @@ RENDERINGS = 3
 pytestmark = pytest.mark.usefixtures("standing_worker")
 
 PYTHON = [mission for mission in catalog.load() if mission.language == "python"]
-SERVED, HELD_BACK = PYTHON[:2], PYTHON[2]
+SERVED = PYTHON[0]
 
 
 async def store_renderings(
@@ -63,12 +66,16 @@ async def store_renderings(
     for number in range(renderings):
         rendering = renderer.render(number)
         await pool.execute(
-            """INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof,
-                   status, max_serves)
-               VALUES ($1, $2, $3, 'renamed', '{"verdict": "test"}', 'ready', $4)""",
+            """INSERT INTO mission_renderings (variant_id, mission_id, number, files, gold_files,
+                   test_files, hidden_test_files, renderer, proof, status, max_serves)
+               VALUES ($1, $2, $3, $4, $5, $6, '{}', 'renamed', '{"verdict": "test"}', 'ready',
+                       $7)""",
             variant_id,
+            mission_id,
+            number,
             rendering.sabotaged_files | rendering.test_files,
             rendering.gold_files,
+            rendering.test_files,
             serves_each,
         )
 
@@ -89,61 +96,10 @@ async def traced(client: Client, key: str, text: str) -> list[dict[str, Any]]:
     return matches
 
 
-def reformatted_fragment(text: str) -> str:
-    """20 lines from the middle of a file, re-indented, spaced and commented otherwise."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    assert len(lines) >= 20, "a catalog file long enough for a fragment"
-    start = (len(lines) - 20) // 2
-    fragment = []
-    for number, line in enumerate(lines[start : start + 20]):
-        body = line.lstrip(" ")
-        indent = "  " * ((len(line) - len(body)) // 4)
-        fragment.append(f"{indent}{body.replace(', ', ',')}" + ("  # leaked" if number % 3 else ""))
-        fragment.append("")
-    return "# found on a forum\n" + "\n".join(fragment)
-
-
-def longest_file(files: dict[str, str]) -> str:
-    return max(files.values(), key=lambda text: len(text.splitlines()))
-
-
-async def test_each_instance_and_a_fragment_of_it_trace_back_to_that_instance_first(
-    client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
-) -> None:
-    for mission in SERVED:
-        await store_renderings(pool, mission)
-    instances = [
-        await serve(client, keys["candidate_app"], f"user-{number}")
-        for number in range(len(SERVED) * RENDERINGS)
-    ]
-    # Every rendering went to one instance: a file names one instance.
-    assert len({json.dumps(instance["files"], sort_keys=True) for instance in instances}) == len(
-        instances
-    )
-    reviewer = keys["qa_reviewer"]
-    for instance in instances:
-        for text in (
-            json.dumps(instance["files"]),
-            reformatted_fragment(longest_file(instance["files"])),
-        ):
-            matches = await traced(client, reviewer, text)
-            assert matches, text
-            best = matches[0]
-            assert best["instance_id"] == instance["id"]
-            assert best["mission_id"] == instance["mission_id"]
-            assert best["variant_id"] == instance["variant_id"]
-            assert best["user_id"] == instance["user_id"]
-            assert best["score"] > max((match["score"] for match in matches[1:]), default=0)
-
-    other = longest_file(HELD_BACK.gold_files)
-    assert len([line for line in other.splitlines() if line.strip()]) >= trace.MIN_LINES
-    assert await traced(client, reviewer, other) == []
-
-
 async def test_instances_served_one_rendering_are_all_matches_scored_alike(
     client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
 ) -> None:
-    await store_renderings(pool, SERVED[0], renderings=1, serves_each=3)
+    await store_renderings(pool, SERVED, renderings=1, serves_each=3)
     instances = [await serve(client, keys["candidate_app"], f"user-{n}") for n in range(3)]
     matches = await traced(client, keys["qa_reviewer"], json.dumps(instances[0]["files"]))
     assert [match["instance_id"] for match in matches] == [i["id"] for i in instances]
@@ -193,7 +149,7 @@ async def test_a_short_fragment_and_an_oversized_text_are_refused(
 async def test_a_reviewer_traces_a_leak_on_the_page_and_retires_its_variant(
     client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
 ) -> None:
-    await store_renderings(pool, SERVED[0])
+    await store_renderings(pool, SERVED)
     # The mission page reads the proofs: a proof as the pipeline stores one.
     proof = msgspec.to_builtins(PROOF)
     await pool.execute("UPDATE missions SET proof = $1", proof)
@@ -262,11 +218,13 @@ async def test_the_lookup_reads_fingerprints_and_instances_through_their_indexes
         "SELECT id FROM mission_variants WHERE mission_id = $1", mission_id
     )
     await pool.execute(
-        """INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof, status,
-               max_serves, fingerprinted_at)
-           SELECT $1, '{}', '{}', 'renamed', '{}', 'ready', 1, now()
-           FROM generate_series(1, 2000)""",
+        """INSERT INTO mission_renderings (variant_id, mission_id, number, files, gold_files,
+               test_files, hidden_test_files, renderer, proof, status, max_serves,
+               fingerprinted_at)
+           SELECT $1, $2, n, '{}', '{}', '{}', '{}', 'renamed', '{}', 'ready', 1, now()
+           FROM generate_series(1, 2000) n""",
         variant_id,
+        mission_id,
     )
     await pool.execute(
         """INSERT INTO rendering_fingerprints (hash, rendering_id)

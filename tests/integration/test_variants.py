@@ -1,24 +1,28 @@
 """Bug variants and cohorts on the serve path: each planted bug of a mission goes to at most its
 share of candidates, each cohort gets a mission at most its domain's cohort_share times, under
-real concurrent serves; and a reviewer retires one variant."""
+real concurrent serves; and a reviewer retires one variant.
 
-import asyncio
+The missions here are written straight into the database, each variant with one rendering
+that serves its whole share, so that serving is tested apart from how renderings are made; the
+same 200 serves over renderings that rendering jobs made and proved, each served once, are in
+tests/integration/proof/test_rendering_jobs.py."""
+
 from collections import Counter
 
 import asyncpg
-import msgspec
 import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from core import domains, idempotency
+from core import domains
 from core.domains import DomainMap
-from pool import requests
+from pool import requests, stats
 from pool.replenish import VARIANT_FAILURES_TO_GIVE_UP, Replenisher
+from pool.stats import RENDERING_FAILURES_TO_GIVE_UP
 from qa.missions import MissionProof, store_variant
 from server.auth import Role
-from server.routes.common import ServeBody
 from server.settings import Settings
+from tests.support import serving
 from tests.support.http import assert_problem, bearer
 from tests.support.jobs import LIMITS
 from tests.support.missions import add_mission
@@ -48,35 +52,10 @@ def shares_map(*, cohort_share: int | None = None) -> DomainMap:
     )
 
 
-def asked(domain_map: DomainMap, user_id: str, cohort: str | None = None) -> requests.UserRequest:
-    body = ServeBody(user_id=user_id, track=TRACK, cohort=cohort)
-    return requests.UserRequest(
-        user_id=user_id,
-        track=TRACK,
-        domains=domain_map.domains_for(TRACK),
-        key_id=1,
-        caller="key:1",
-        idempotency_key=None,
-        fingerprint=idempotency.fingerprint("POST /v1/serve", body),
-        cohort=cohort,
-    )
-
-
 async def serve_all(
     pool: asyncpg.Pool, domain_map: DomainMap, users: list[str], cohort: str | None = None
 ) -> list[requests.Answer]:
-    """One serve per user, all at once, over as many connections as the pool holds."""
-    return await asyncio.gather(
-        *(
-            requests.serve_or_enqueue(
-                pool,
-                asked(domain_map, user, cohort),
-                limits=msgspec.structs.replace(LIMITS, max_pending=1000),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            )
-            for user in users
-        )
-    )
+    return await serving.serve_all(pool, domain_map, users, track=TRACK, cohort=cohort)
 
 
 async def four_missions_of_five_bugs(pool: asyncpg.Pool) -> list[int]:
@@ -107,12 +86,6 @@ async def test_200_concurrent_serves_give_each_bug_to_at_most_its_share(
         row["serve_count"] == row["instances"] == 5 and row["retired_at"] is not None
         for row in rows
     ), [dict(row) for row in rows]
-    files = await pool.fetch(
-        """SELECT i.files = v.sabotaged_files || m.test_files AS own
-           FROM mission_instances i JOIN mission_variants v ON v.id = i.variant_id
-           JOIN missions m ON m.id = i.mission_id"""
-    )
-    assert all(row["own"] for row in files)
 
 
 async def test_a_cohort_gets_a_mission_at_most_its_share_and_others_are_unaffected(
@@ -215,6 +188,7 @@ async def add_variant(pool: asyncpg.Pool, mission_id: int) -> None:
     sabotaged = gold | {"pricing.py": gold["pricing.py"].replace("round(", "int(", 1)}
     await store_variant(
         pool,
+        domain=domains.load(Settings().domain_map).domains["python-backend"],
         mission_id=mission_id,
         sabotaged_files=sabotaged,
         bug_summary="total() truncates instead of rounding.",
@@ -254,3 +228,40 @@ async def test_the_replenisher_stops_planting_in_a_mission_whose_variant_jobs_ke
     )
     # 20 serves the first bug does not cover: four more bugs, all for the fresh mission.
     assert {row["variant_of"]: row["count"] for row in rows} == {fresh: 4}
+
+
+async def test_the_replenisher_renders_variants_until_their_rendering_jobs_keep_failing(
+    pool: asyncpg.Pool,
+) -> None:
+    domain_map = shares_map()
+    python = domain_map.domains["python-backend"]
+    stuck, fresh = [await store_mission(pool, python) for _ in range(2)]
+    await pool.execute("UPDATE missions SET qa_status = 'approved'")
+    variant_of = {
+        row["mission_id"]: row["id"]
+        for row in await pool.fetch("SELECT id, mission_id FROM mission_variants")
+    }
+    for _ in range(RENDERING_FAILURES_TO_GIVE_UP):
+        await pool.execute(
+            """INSERT INTO generation_jobs (lane, domain, status, fair_time, rendering_of, error)
+               VALUES ('replenish', 'python-backend', 'failed', now(), $1, 'no rendering')""",
+            variant_of[stuck],
+        )
+    # Each bug's identity rendering serves once: the other four serves of each wait for
+    # renderings, and those of the stuck bug will never come.
+    counted = (await stats.count(pool, domain_map))["python-backend"].measured
+    assert (counted.servable_serves, counted.renderings_ready, counted.stock_serves) == (2, 2, 6)
+
+    replenisher = Replenisher(
+        pool, domain_map, LIMITS, max_per_pass=10, heartbeat_timeout=HEARTBEAT_TIMEOUT
+    )
+    result = await replenisher.run_once()
+    ordered = [int(job) for each in result.domains for job in each.rendering_jobs]
+    rows = await pool.fetch(
+        "SELECT rendering_of, count(*) FROM generation_jobs WHERE id = ANY($1) GROUP BY 1",
+        ordered,
+    )
+    assert {row["rendering_of"]: row["count"] for row in rows} == {variant_of[fresh]: 1}
+    again = await replenisher.run_once()
+    assert [job for each in again.domains for job in each.rendering_jobs] == [], "under way"
+    assert (await stats.count(pool, domain_map))["python-backend"].measured.rendering_jobs == 1

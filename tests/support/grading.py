@@ -18,6 +18,7 @@ import httpx
 from core.domains import Domain
 from qa.proof import ProofUnavailable, Prover
 from qa.results import ProofRun, Trust
+from tests.support.missions import serve_identity_as_often_as_its_variant
 from tests.support.polling import eventually
 from tests.support.proven_missions import store_mission
 
@@ -67,9 +68,11 @@ def domain_map(folder: Path) -> Path:
 
 
 async def stock(pool: asyncpg.Pool, domain: Domain = PYTHON) -> int:
-    """An approved mission of `domain` (by its proof, or by a reviewer for copy)."""
+    """An approved mission of `domain` (by its proof, or by a reviewer for copy), served to as
+    many users as a test likes from its one rendering."""
     mission_id = await store_mission(pool, domain)
     await pool.execute("UPDATE missions SET qa_status = 'approved' WHERE id = $1", mission_id)
+    await serve_identity_as_often_as_its_variant(pool, mission_id)
     return mission_id
 
 

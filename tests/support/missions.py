@@ -1,5 +1,6 @@
 """Missions for serving tests, written straight into the test database, each with its
-variants (planted bugs) and their identity renderings, ready to serve."""
+variants (planted bugs) and their identity renderings, ready to serve: each rendering as often
+as its variant, so that serving is tested apart from how renderings are made."""
 
 from __future__ import annotations
 
@@ -54,14 +55,14 @@ async def add_mission(
         await pool.execute(
             """WITH variant AS (
                    INSERT INTO mission_variants (mission_id, sabotaged_files, bug_summary, proof,
-                          provider, max_serves, content_hash)
-                   VALUES ($1, $2, $3, '{"verdict": "test"}', 'test', $4, $5)
+                          provider, max_serves, rendered_serves, content_hash)
+                   VALUES ($1, $2, $3, '{"verdict": "test"}', 'test', $4, $4, $5)
                    RETURNING id, sabotaged_files, max_serves
                )
-               INSERT INTO mission_renderings (variant_id, files, gold_files, renderer, proof,
-                      status, max_serves)
-               SELECT id, sabotaged_files || $6::jsonb, $7, 'identity', '{"verdict": "test"}',
-                      'ready', max_serves
+               INSERT INTO mission_renderings (variant_id, mission_id, files, gold_files,
+                      test_files, hidden_test_files, renderer, proof, status, max_serves)
+               SELECT id, $1, sabotaged_files || $6::jsonb, $7, $6, '{}', 'identity',
+                      '{"verdict": "test"}', 'ready', max_serves
                FROM variant""",
             mission_id,
             # The first variant is the mission's own sabotage; each further one is distinct.
@@ -73,3 +74,18 @@ async def add_mission(
             {"solution.py": "GOLD = True\n"},
         )
     return mission_id
+
+
+async def serve_identity_as_often_as_its_variant(pool: Executor, mission_id: int) -> None:
+    """Let each variant of a stored mission serve its whole share from its identity rendering
+    (stored to serve once in a domain with code), for tests of what follows a serve that need
+    many instances of one mission rather than renderings of their own."""
+    await pool.execute(
+        """WITH variant AS (
+               UPDATE mission_variants SET rendered_serves = max_serves
+               WHERE mission_id = $1 RETURNING id, max_serves
+           )
+           UPDATE mission_renderings r SET max_serves = variant.max_serves
+           FROM variant WHERE r.variant_id = variant.id AND r.renderer = 'identity'""",
+        mission_id,
+    )

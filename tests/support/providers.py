@@ -8,6 +8,8 @@ from decimal import Decimal
 from core.domains import Domain
 from generation.drafts import MissionDraft, SabotageDraft
 from generation.ledger import Ledger
+from generation.offline import OfflineProvider, catalog
+from generation.offline.provider import MODEL
 
 PRICES = MissionDraft(
     title="Basket totals",
@@ -88,3 +90,20 @@ class Scripted(FreeOfCharge):
         async with ledger.call("sabotage", self.name, "script") as record:
             record.input_tokens, record.output_tokens = 200, 100
             return self._sabotages[min(try_number, len(self._sabotages)) - 1]
+
+
+class CatalogInTurn(OfflineProvider):
+    """The offline provider, writing the catalog's missions of a language in turn, so that the
+    first few missions a test makes are all different (the offline one draws at random, and two
+    missions of one catalog entry differ only in their bugs); bugs are planted as it plants them."""
+
+    def __init__(self) -> None:
+        super().__init__(delay_seconds=0)
+        self._written: dict[str, int] = {}
+
+    async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:
+        choices = [m for m in catalog.load() if m.language == domain.language]
+        turn = self._written.get(domain.language, 0)
+        self._written[domain.language] = turn + 1
+        async with ledger.call("generate", self.name, MODEL):
+            return choices[turn % len(choices)].draft()

@@ -60,6 +60,12 @@ def test_bug_share_and_cohort_share_default_to_five_and_no_limit() -> None:
     assert (shared.bug_share, shared.cohort_share, shared.variant_serves(1)) == (2, 3, 1)
 
 
+def test_variants_come_from_the_model_unless_the_domain_says_the_saboteur() -> None:
+    assert parse(GOOD, "map.yaml").domains["python-backend"].variant_source == "model"
+    procedural = parse(broken(domains__python_backend__variant_source="saboteur"), "map.yaml")
+    assert procedural.domains["python-backend"].variant_source == "saboteur"
+
+
 def broken(**changes: object) -> dict[str, object]:
     document: dict[str, Any] = yaml.safe_load(yaml.safe_dump(GOOD))
     for path, value in changes.items():
@@ -115,6 +121,15 @@ def broken(**changes: object) -> dict[str, object]:
         (
             broken(domains__marketing_copy__bug_share=3),
             "domains.marketing-copy.bug_share: a domain without code (language none) has one flaw",
+        ),
+        (
+            broken(domains__python_backend__variant_source="modle"),
+            "domains.python-backend.variant_source: expected one of model | saboteur, got "
+            "'modle' (did you mean 'model'?)",
+        ),
+        (
+            broken(domains__marketing_copy__variant_source="saboteur"),
+            "domains.marketing-copy.variant_source: a domain without code (language none)",
         ),
         ({"tracks": {}, "domains": {}}, "domains: define at least one domain"),
         (["not", "a", "map"], "the document: expected a mapping"),

@@ -26,8 +26,11 @@ EMPTY = Measured(
     approved=0,
     remaining_serves=0,
     servable_serves=0,
+    stock_serves=0,
     live_variants=0,
+    renderings_ready=0,
     variant_jobs=0,
+    rendering_jobs=0,
     awaiting_review=0,
     pending=0,
     generating=0,
@@ -86,6 +89,7 @@ def test_the_demand_over_the_lead_time_with_safety_stock_can_exceed_the_floor() 
         approved=8,
         remaining_serves=200,
         servable_serves=200,
+        stock_serves=200,
         serves_in_short_window=600,  # 600 serves an hour
         lead_time_p90_s=7200.0,
         lead_time_samples=10,
@@ -140,7 +144,9 @@ def test_a_domain_with_no_target_and_no_demand_needs_nothing() -> None:
 
 def test_only_the_serves_that_live_variants_cover_are_supply_and_variant_jobs_add_theirs() -> None:
     # 4 missions of 100 serves left, each with one bug of 5 serves: 20 can be served now.
-    short = measured(approved=4, remaining_serves=400, servable_serves=20, live_variants=4)
+    short = measured(
+        approved=4, remaining_serves=400, servable_serves=20, stock_serves=20, live_variants=4
+    )
     busy = {"serves_in_short_window": 60, "lead_time_p90_s": 3600.0, "lead_time_samples": 10}
     outlook = forecast(domain(target=4), msgspec.structs.replace(short, **busy))
     assert outlook.supply_serves == pytest.approx(20)
@@ -150,3 +156,18 @@ def test_only_the_serves_that_live_variants_cover_are_supply_and_variant_jobs_ad
     assert forecast(domain(target=4), planting).supply_serves == pytest.approx(
         20 + 10 * PRIOR_GENERATED * 5
     )
+
+
+def test_serves_not_yet_rendered_are_supply_and_those_that_cannot_be_rendered_are_not() -> None:
+    busy = {"serves_in_short_window": 60, "lead_time_p90_s": 3600.0, "lead_time_samples": 10}
+    # 4 missions of 25 serves, 5 bugs of 5 each: 4 renderings ready, the rest to be rendered.
+    rendering = measured(
+        approved=4, remaining_serves=100, servable_serves=4, stock_serves=100, **busy
+    )
+    outlook = forecast(domain(target=4, retire_after=25), rendering)
+    assert outlook.supply_serves == pytest.approx(100)
+    assert outlook.time_to_empty_s == pytest.approx(4 * 60), "what is ready now runs out first"
+    assert outlook.deficit == 0
+    # No rendering can be made: only the 4 ready serves are supply, so missions are ordered.
+    stuck = msgspec.structs.replace(rendering, stock_serves=4)
+    assert forecast(domain(target=4, retire_after=25), stuck).deficit > 0

@@ -16,7 +16,8 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from core.domains import load
+from core.domains import DomainMap, load, parse
+from generation import admission
 from generation.dispatcher import Dispatcher
 from generation.openai import prices
 from generation.openai.failures import RetryPolicy
@@ -28,7 +29,8 @@ from pool import waiting
 from qa.proof import Prover
 from server.auth import Role
 from tests.support.http import bearer
-from tests.support.openai_stub import USAGE, Behaviour, OpenAIStub, running_stub
+from tests.support.jobs import LIMITS, enqueue
+from tests.support.openai_stub import GOLD_FILES, USAGE, Behaviour, OpenAIStub, running_stub
 from tests.support.proving import require
 
 # Users' generations are enqueued as when a worker can make every domain.
@@ -73,13 +75,18 @@ async def provider(stub: OpenAIStub, timeout_seconds: float) -> AsyncIterator[Op
     await provider.close()
 
 
-async def generate(pool: asyncpg.Pool, prover: Prover, provider: OpenAIProvider) -> None:
+async def generate(
+    pool: asyncpg.Pool,
+    prover: Prover,
+    provider: OpenAIProvider,
+    domain_map: DomainMap | None = None,
+) -> None:
     pipeline = MissionPipeline(
         db=pool,
         provider=provider,
         prover=prover,
         trust="untrusted",
-        domain_map=load(ROOT / "domain_map.yaml"),
+        domain_map=domain_map or load(ROOT / "domain_map.yaml"),
         sabotage_tries=2,
         serve_waiting_user=waiting.serve_waiting_user,
     )
@@ -199,3 +206,84 @@ async def test_every_failure_mode_ends_the_job_with_a_clear_error(
     assert job["spend"]["cost_usd"] == pytest.approx(costs[outcome])
     assert ("booked at its ceiling" in calls[0]["error"]) == (outcome == "failed"), calls
     assert await pool.fetchval("SELECT count(*) FROM missions") == 0
+
+
+# Another bug than the stub's own: every count doubled, which every test sees.
+DOUBLED = {
+    "word_count.py": GOLD_FILES["word_count.py"].replace(
+        "counts.get(word, 0) + 1", "counts.get(word, 0) + 2"
+    )
+}
+
+
+def variant_map(source: str) -> DomainMap:
+    """python-backend alone, approved by proof: 10 serves a mission, 5 a bug."""
+    python = {
+        "kind": "technical",
+        "language": "python",
+        "target": 0,
+        "retire_after": 10,
+        "retire_jitter": False,
+        "review": "proof",
+        "variant_source": source,
+    }
+    return parse(
+        {"tracks": {"backend-engineer": ["python-backend"]}, "domains": {"python-backend": python}},
+        "domain_map.yaml",
+    )
+
+
+@pytest.mark.parametrize("source", ["model", "saboteur"])
+async def test_a_variant_job_plants_its_bug_where_the_domain_says(
+    pool: asyncpg.Pool,
+    prover: Prover,
+    provider: OpenAIProvider,
+    stub: OpenAIStub,
+    source: str,
+) -> None:
+    require(prover, "python", "untrusted")
+    domain_map = variant_map(source)
+    await enqueue(pool, None)
+    await generate(pool, prover, provider, domain_map)
+    mission = await pool.fetchval("SELECT id FROM missions WHERE qa_status = 'approved'")
+    assert mission is not None
+    mission_calls = len(stub.received)
+    stub.answers["sabotage"] = {
+        "sabotaged_files": [{"path": p, "content": c} for p, c in DOUBLED.items()],
+        "bug_summary": "word_count.py: every word counts twice.",
+        "grader_hint": "Look at the increment.",
+    }
+    async with pool.acquire() as connection, connection.transaction():
+        job = await admission.enqueue(
+            connection,
+            lane="replenish",
+            user_id=None,
+            track=None,
+            domain="python-backend",
+            variant_of=mission,
+            limits=LIMITS,
+        )
+    await generate(pool, prover, provider, domain_map)
+
+    ended = await pool.fetchrow("SELECT status, error FROM generation_jobs WHERE id = $1", job)
+    assert ended is not None
+    assert (ended["status"], ended["error"]) == ("completed", None)
+    variant = await pool.fetchrow(
+        "SELECT * FROM mission_variants WHERE job_id = $1 AND mission_id = $2", job, mission
+    )
+    assert variant is not None
+    assert variant["proof"]["gold"]["trust"] == "untrusted"
+    calls = await pool.fetch("SELECT purpose, cost_usd FROM llm_calls WHERE job_id = $1", job)
+    if source == "model":
+        # One sabotage call through the real SDK, on the ledger at the price of what it used.
+        assert [received.schema_name for received in stub.received[mission_calls:]] == ["sabotage"]
+        [call] = calls
+        assert call["purpose"] == "sabotage"
+        assert float(call["cost_usd"]) == pytest.approx(priced("sabotage"))
+        assert (variant["provider"], variant["sabotaged_files"]) == ("openai", DOUBLED)
+    else:
+        # The procedural saboteur: no model call, nothing on the ledger.
+        assert len(stub.received) == mission_calls
+        assert calls == []
+        assert variant["provider"] == "saboteur"
+        assert variant["sabotaged_files"] != DOUBLED

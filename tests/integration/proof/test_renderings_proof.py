@@ -1,6 +1,7 @@
 """Renderings are semantics-preserving, as a property over the offline catalog: any rendering
-of any code mission, proven with real pytest, Jest and pgTAP, passes with its gold and fails
-with its bug exactly the tests the unrendered bug fails.
+of any code mission, proven with real pytest, Jest and pgTAP, passes with its gold every test,
+visible and hidden, and fails with its bug exactly the tests the unrendered bug fails, the
+hidden ones included.
 
 A few renderings per mission keep this tier's cost bounded; `bench/renderings.py` proves many
 more and reports how fast.
@@ -25,12 +26,14 @@ CODE_MISSIONS = [mission for mission in catalog.load() if mission.language != "n
 DOMAINS = {"python": "python-backend", "javascript": "javascript-frontend", "sql": "sql-data"}
 EXAMPLES_PER_MISSION = 2
 
-_variants: dict[str, tuple[Renderer, ProofRun]] = {}
+_variants: dict[str, tuple[Renderer, ProofRun, ProofRun]] = {}
 
 
-async def first_variant(mission: CatalogMission, prover: Prover) -> tuple[Renderer, ProofRun]:
+async def first_variant(
+    mission: CatalogMission, prover: Prover
+) -> tuple[Renderer, ProofRun, ProofRun]:
     """The mission's renderer for its first planted bug that fails every test, and that bug's
-    unrendered proof run; made once per mission."""
+    unrendered runs of the visible and the hidden tests; made once per mission."""
     if mission.slug not in _variants:
         for seed in range(1, 20):
             sabotage = saboteur.sabotage(mission, seed=seed, try_number=1)
@@ -41,13 +44,18 @@ async def first_variant(mission: CatalogMission, prover: Prover) -> tuple[Render
                 break
         else:
             pytest.fail(f"{mission.slug}: no planted bug in 19 seeds fails every test")
+        hidden = await prover.run(
+            mission.language, sabotage.sabotaged_files, mission.hidden_test_files, trust="trusted"
+        )
+        assert hidden.conclusive, hidden.reason
         sources = Sources(
             gold_files=mission.gold_files,
             test_files=mission.test_files,
             sabotaged_files=sabotage.sabotaged_files,
+            hidden_test_files=mission.hidden_test_files,
         )
         renderer = Renderer(sources, language=mission.language, domain=DOMAINS[mission.language])
-        _variants[mission.slug] = renderer, run
+        _variants[mission.slug] = renderer, run, hidden
     return _variants[mission.slug]
 
 
@@ -63,7 +71,7 @@ async def test_every_rendering_proves_as_its_mission_does(
     mission: CatalogMission, prover: Prover, data: st.DataObject
 ) -> None:
     require(prover, mission.language, "trusted")
-    renderer, reference = await first_variant(mission, prover)
+    renderer, reference, hidden_reference = await first_variant(mission, prover)
     assert renderer.count > 1000, f"{mission.slug} has only {renderer.count} renderings"
     number = data.draw(st.integers(0, renderer.count - 1), label="rendering")
     rendering = renderer.render(number)
@@ -78,5 +86,9 @@ async def test_every_rendering_proves_as_its_mission_does(
         sabotaged_files=rendering.sabotaged_files,
         hidden_test_files=rendering.hidden_test_files,
         reference=reference,
+        hidden_reference=hidden_reference,
     )
+    # The bug ran the hidden tests too, each with the outcome it had before renaming.
+    hidden_ids = {test.id for test in hidden_reference.tests}
+    assert hidden_ids <= {test.id for test in proof.sabotage.tests}
     assert proof.accepted, f"{rendering.renames}: {proof.reason}\n{proof.sabotage.log_excerpt}"

@@ -12,13 +12,12 @@ import pytest
 
 from core.domains import DomainMap
 from generation.offline import OfflineProvider
-from generation.pipeline import MissionPipeline
-from pool import waiting
 from pool.replenish import Replenisher
 from qa.proof import Prover
 from tests.support.jobs import LIMITS
 from tests.support.pipelines import run_pending, shipped_map
 from tests.support.proving import require
+from tests.support.rendered_pool import pipeline
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=60)
 pytestmark = pytest.mark.usefixtures("standing_worker")
@@ -34,24 +33,12 @@ def only_python(retire_after: int) -> DomainMap:
     )
 
 
-def pipeline(pool: asyncpg.Pool, prover: Prover, the_map: DomainMap) -> MissionPipeline:
-    return MissionPipeline(
-        db=pool,
-        provider=OfflineProvider(delay_seconds=0),
-        prover=prover,
-        trust="trusted",
-        domain_map=the_map,
-        sabotage_tries=3,
-        serve_waiting_user=waiting.serve_waiting_user,
-    )
-
-
 async def test_the_replenisher_plants_the_bugs_an_approved_mission_needs(
     pool: asyncpg.Pool, prover: Prover
 ) -> None:
     require(prover, "python", "trusted")
     the_map = only_python(retire_after=15)
-    make = pipeline(pool, prover, the_map)
+    make = pipeline(pool, prover, the_map, OfflineProvider(delay_seconds=0))
     replenisher = Replenisher(
         pool, the_map, LIMITS, max_per_pass=5, heartbeat_timeout=HEARTBEAT_TIMEOUT
     )
@@ -63,10 +50,12 @@ async def test_the_replenisher_plants_the_bugs_an_approved_mission_needs(
     )
     await pool.execute("UPDATE missions SET qa_status = 'approved' WHERE id = $1", mission)
 
-    # 15 serves at 5 a bug: two more bugs, ordered once however often the pass runs.
+    # 15 serves at 5 a bug: two more bugs, ordered once however often the pass runs (and the
+    # first bug's renderings, ordered before them).
     second = await replenisher.run_once()
     variant_jobs = [job for each in second.domains for job in each.variant_jobs]
     assert len(variant_jobs) == 2
+    assert len([job for each in second.domains for job in each.rendering_jobs]) == 1
     again = await replenisher.run_once()
     assert [job for each in again.domains for job in each.variant_jobs] == []
     assert {
@@ -76,7 +65,9 @@ async def test_the_replenisher_plants_the_bugs_an_approved_mission_needs(
             [int(j) for j in variant_jobs],
         )
     } == {mission}
-    await run_pending(pool, make, count=2)
+    # One at a time: a variant job skips the bugs stored before it starts.
+    for _ in range(3):
+        await run_pending(pool, make)
 
     jobs = await pool.fetch(
         "SELECT status, error, mission_id FROM generation_jobs WHERE id = ANY($1)",
@@ -89,7 +80,7 @@ async def test_the_replenisher_plants_the_bugs_an_approved_mission_needs(
         """SELECT v.*, r.status AS rendering, r.files = v.sabotaged_files || m.test_files AS own
            FROM mission_variants v JOIN mission_renderings r ON r.variant_id = v.id
            JOIN missions m ON m.id = v.mission_id
-           WHERE v.mission_id = $1 ORDER BY v.id""",
+           WHERE v.mission_id = $1 AND r.renderer = 'identity' ORDER BY v.id""",
         mission,
     )
     assert len(variants) == 3
@@ -98,6 +89,7 @@ async def test_the_replenisher_plants_the_bugs_an_approved_mission_needs(
     )
     for row in variants:
         assert (row["max_serves"], row["rendering"], row["own"]) == (5, "ready", True)
+        assert row["rendered_serves"] >= 1, "the identity rendering is served once"
         proof = row["proof"]
         assert proof["gold"]["passed"] == proof["gold"]["total"] > 0
         last = proof["sabotage_tries"][-1]
