@@ -13,6 +13,21 @@ is on, until `let_go()`), then ends as its planned behaviour says (`completed`, 
 unless it has ended (and then answers it as it is), and a response the stub has `forget()`-ten
 is 404, as one the provider no longer holds. Every created response is kept in `responses`,
 so tests count what the stub was asked to generate.
+
+The Batch API, as OpenAI runs it for `/v1/responses`: `POST /v1/files` takes a JSONL upload
+(multipart, purpose `batch`) and `GET /v1/files/{id}/content` gives a file back; `POST
+/v1/batches` validates its input file (a batch whose lines are not one request each, with a
+custom id of its own, for the batch's endpoint, is `failed` with `errors`), then is
+`in_progress` for `batch_seconds` (or, while `hold_batches()` is on, until `let_batches_go()`),
+then ends as planned (`plan_batches`): `completed`, or `expired` after answering
+`answered_before_expiry` lines (the rest go to the error file as `batch_expired`). Its answers
+go to an output file (`{"id", "custom_id", "response": {"status_code", "request_id", "body"},
+"error": null}` lines, the body a Response) and its failures to an error file; a line chosen by
+`fail_lines` is answered with its planned behaviour (`server_error` as a 500 line in the error
+file, say). `POST /v1/batches/{id}/cancel` cancels a batch under way (its lines still
+unanswered go to the error file as `batch_cancelled`); `GET /v1/batches` lists them. Every
+line answered with a usage is in `batch_generated()`, so tests count the batched calls the
+provider billed.
 """
 
 from __future__ import annotations
@@ -23,13 +38,14 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import uvicorn
 from litestar import Litestar, Request, Response, get, post
+from litestar.datastructures import UploadFile
 from litestar.params import FromPath
 
 Behaviour = Literal[
@@ -166,6 +182,67 @@ class BackgroundResponse:
         return "completed"
 
 
+BatchStatus = Literal[
+    "validating",
+    "failed",
+    "in_progress",
+    "finalizing",
+    "completed",
+    "expired",
+    "cancelling",
+    "cancelled",
+]
+BatchEnding = Literal["completed", "expired"]
+
+
+@dataclass
+class StubFile:
+    id: str
+    filename: str
+    purpose: str
+    content: bytes
+    created_at: int = 1_700_000_000
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": len(self.content),
+            "created_at": self.created_at,
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+            "expires_at": None,
+            "status_details": None,
+        }
+
+
+@dataclass
+class BatchLine:
+    custom_id: str
+    received: Received
+    # What the line was answered with once its batch ended: None while it waits (or never ran).
+    behaviour: Behaviour | None = None
+    error_code: str | None = None
+
+
+@dataclass
+class StubBatch:
+    id: str
+    input_file_id: str
+    endpoint: str
+    metadata: dict[str, str]
+    lines: list[BatchLine]
+    ending: BatchEnding
+    created_at: float
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    cancelled: bool = False
+    status: BatchStatus = "validating"
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    retrieved: int = 0
+
+
 @dataclass
 class OpenAIStub:
     base_url: str = ""
@@ -180,10 +257,27 @@ class OpenAIStub:
     # While holding, the json_schema names held; empty: every one.
     held: frozenset[str] = frozenset()
     responses: dict[str, BackgroundResponse] = field(default_factory=dict)
+    # Files and batches: how long a batch is in progress, how many lines an expiring one
+    # answers first, and which lines fail (a custom id -> its behaviour, or None).
+    files: dict[str, StubFile] = field(default_factory=dict)
+    batches: dict[str, StubBatch] = field(default_factory=dict)
+    batch_seconds: float = 0.0
+    holding_batches: bool = False
+    answered_before_expiry: int = 0
+    failing_lines: Callable[[str], Behaviour | None] = lambda _custom_id: None
     _plan: list[Behaviour] = field(default_factory=list)
+    _batch_plan: list[BatchEnding] = field(default_factory=list)
 
     def plan(self, *behaviours: Behaviour) -> None:
         self._plan = list(behaviours)
+
+    def plan_batches(self, *endings: BatchEnding) -> None:
+        """How the next batches end, one each; once the plan runs out, `completed`."""
+        self._batch_plan = list(endings)
+
+    def fail_lines(self, failing: Callable[[str], Behaviour | None]) -> None:
+        """Answer each batch line whose custom id `failing` maps to a behaviour with it."""
+        self.failing_lines = failing
 
     def reset(self) -> None:
         self.delay_seconds, self.retry_after = 0.0, None
@@ -193,6 +287,30 @@ class OpenAIStub:
         self.received.clear()
         self.responses.clear()
         self._plan.clear()
+        self.files.clear()
+        self.batches.clear()
+        self.batch_seconds, self.answered_before_expiry = 0.0, 0
+        self.let_batches_go()
+        self.failing_lines = lambda _custom_id: None
+        self._batch_plan.clear()
+
+    def hold_batches(self) -> None:
+        """Every batch stays in progress until `let_batches_go()`."""
+        self.holding_batches = True
+
+    def let_batches_go(self) -> None:
+        self.holding_batches = False
+
+    def batch_generated(self, schema_name: str | None = None) -> list[BatchLine]:
+        """The batch lines answered with a usage (billed), in order; of one json_schema name
+        if given."""
+        return [
+            line
+            for batch in self.batches.values()
+            for line in batch.lines
+            if line.received.usage is not None
+            and (schema_name is None or line.received.schema_name == schema_name)
+        ]
 
     def hold(self, *schema_names: str) -> None:
         """Every background response (of these json_schema names, if any) stays in progress
@@ -271,6 +389,186 @@ class OpenAIStub:
             response.cancelled = True
         return Response(self._response_body(response), status_code=200)
 
+    async def upload_file(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        form = await request.form()
+        upload, purpose = form.get("file"), form.get("purpose")
+        if not isinstance(upload, UploadFile) or purpose not in ("batch", "user_data"):
+            return _error(400, "expected a file and a purpose of batch", "invalid_request", {})
+        stub_file = StubFile(
+            id=f"file-{uuid.uuid4().hex}",
+            filename=upload.filename,
+            purpose=str(purpose),
+            content=await upload.read(),
+        )
+        self.files[stub_file.id] = stub_file
+        return Response(stub_file.body(), status_code=200)
+
+    def file_content(self, file_id: str) -> Response[Any]:
+        stub_file = self.files.get(file_id)
+        if stub_file is None:
+            return _not_found(file_id, "File")
+        return Response(stub_file.content, status_code=200, media_type="application/jsonl")
+
+    async def create_batch(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        body = await request.json()
+        input_file = self.files.get(body.get("input_file_id", ""))
+        if input_file is None:
+            return _not_found(body.get("input_file_id", ""), "File")
+        if body.get("completion_window") != "24h":
+            return _error(400, "completion_window must be 24h", "invalid_request", {})
+        if body.get("endpoint") != "/v1/responses":
+            return _error(400, "this stub batches /v1/responses only", "invalid_request", {})
+        batch = StubBatch(
+            id=f"batch_{uuid.uuid4().hex}",
+            input_file_id=input_file.id,
+            endpoint=body["endpoint"],
+            metadata=body.get("metadata") or {},
+            lines=[],
+            ending=self._batch_plan.pop(0) if self._batch_plan else "completed",
+            created_at=time.monotonic(),
+        )
+        batch.lines, batch.errors = _batch_lines(input_file.content, batch.endpoint)
+        if batch.errors:
+            batch.status = "failed"
+        self.batches[batch.id] = batch
+        return Response(self._batch_body(batch), status_code=200)
+
+    def retrieve_batch(self, batch_id: str) -> Response[Any]:
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return _not_found(batch_id, "Batch")
+        batch.retrieved += 1
+        self._advance(batch)
+        return Response(self._batch_body(batch), status_code=200)
+
+    def cancel_batch(self, batch_id: str) -> Response[Any]:
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return _not_found(batch_id, "Batch")
+        self._advance(batch)
+        if batch.status in ("validating", "in_progress"):
+            batch.cancelled = True
+            self._end(batch, answered=0, unanswered="batch_cancelled")
+            batch.status = "cancelled"
+        return Response(self._batch_body(batch), status_code=200)
+
+    def list_batches(self) -> Response[Any]:
+        data = [self._batch_body(batch) for batch in reversed(self.batches.values())]
+        return Response(
+            {
+                "object": "list",
+                "data": data,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+                "has_more": False,
+            },
+            status_code=200,
+        )
+
+    def _advance(self, batch: StubBatch) -> None:
+        """A batch under way as time and the knobs say: in progress, then ended as planned."""
+        if batch.status == "validating":
+            batch.status = "in_progress"
+        if batch.status != "in_progress" or self.holding_batches:
+            return
+        if time.monotonic() < batch.created_at + self.batch_seconds:
+            return
+        if batch.ending == "expired":
+            self._end(batch, answered=self.answered_before_expiry, unanswered="batch_expired")
+            batch.status = "expired"
+        else:
+            self._end(batch, answered=len(batch.lines), unanswered="batch_expired")
+            batch.status = "completed"
+
+    def _end(self, batch: StubBatch, *, answered: int, unanswered: str) -> None:
+        """Answer the first `answered` lines and write the output and error files."""
+        outputs: list[str] = []
+        errors: list[str] = []
+        for index, line in enumerate(batch.lines):
+            if index >= answered:
+                line.error_code = unanswered
+                errors.append(_line(line, None, _unanswered(unanswered)))
+                continue
+            line.behaviour = self.failing_lines(line.custom_id) or "ok"
+            status, body = self._line_answer(line)
+            (outputs if status == 200 else errors).append(_line(line, (status, body), None))
+        batch.output_file_id = self._output_file(batch, "output", outputs)
+        batch.error_file_id = self._output_file(batch, "errors", errors)
+
+    def _line_answer(self, line: BatchLine) -> tuple[int, dict[str, Any]]:
+        behaviour = line.behaviour or "ok"
+        if behaviour in ("rate_limited", "quota"):
+            return 429, {"error": _error_body("Rate limit reached for requests", behaviour)}
+        if behaviour == "server_error":
+            return 500, {"error": _error_body("The server had an error.", None)}
+        response = BackgroundResponse(
+            id=f"resp_{uuid.uuid4().hex}",
+            received=line.received,
+            behaviour=behaviour,
+            created_at=0.0,
+        )
+        body = self._response_body(
+            response, "incomplete" if behaviour == "truncated" else "completed"
+        )
+        body["background"] = False
+        return 200, body
+
+    def _output_file(self, batch: StubBatch, kind: str, lines: list[str]) -> str | None:
+        if not lines:
+            return None
+        stub_file = StubFile(
+            id=f"file-{uuid.uuid4().hex}",
+            filename=f"{batch.id}_{kind}.jsonl",
+            purpose="batch_output",
+            content="".join(f"{each}\n" for each in lines).encode(),
+        )
+        self.files[stub_file.id] = stub_file
+        return stub_file.id
+
+    def _batch_body(self, batch: StubBatch) -> dict[str, Any]:
+        ended = batch.status in ("completed", "expired", "cancelled", "failed")
+        answered = [line for line in batch.lines if line.behaviour is not None]
+        completed = sum(1 for line in answered if self._succeeded(line))
+        usage = [line.received.usage for line in batch.lines if line.received.usage is not None]
+        at = 1_700_000_000
+        return {
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": batch.endpoint,
+            "model": "gpt-4o-mini-2024-07-18",
+            "errors": ({"object": "list", "data": batch.errors} if batch.errors else None),
+            "input_file_id": batch.input_file_id,
+            "completion_window": "24h",
+            "status": batch.status,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+            "created_at": at,
+            "in_progress_at": None if batch.status in ("validating", "failed") else at,
+            "expires_at": at + 24 * 3600,
+            "finalizing_at": at if batch.status == "completed" else None,
+            "completed_at": at if batch.status == "completed" else None,
+            "failed_at": at if batch.status == "failed" else None,
+            "expired_at": at if batch.status == "expired" else None,
+            "cancelling_at": at if batch.cancelled else None,
+            "cancelled_at": at if batch.status == "cancelled" else None,
+            "request_counts": {
+                "total": len(batch.lines),
+                "completed": completed,
+                "failed": (len(batch.lines) - completed) if ended else 0,
+            },
+            "usage": {
+                "input_tokens": sum(u[0] for u in usage),
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": sum(u[1] for u in usage),
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": sum(u[0] + u[1] for u in usage),
+            },
+            "metadata": batch.metadata,
+        }
+
+    def _succeeded(self, line: BatchLine) -> bool:
+        return line.behaviour not in (None, "rate_limited", "quota", "server_error")
+
     def _response_body(
         self, response: BackgroundResponse, status: ResponseStatus | None = None
     ) -> dict[str, Any]:
@@ -336,6 +634,70 @@ class OpenAIStub:
         return body
 
 
+def _batch_lines(content: bytes, endpoint: str) -> tuple[list[BatchLine], list[dict[str, Any]]]:
+    """The requests of a batch's input file, or the errors that fail its validation."""
+    lines: list[BatchLine] = []
+    errors: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for number, text in enumerate(content.decode().splitlines(), start=1):
+        try:
+            request = json.loads(text)
+            custom_id, method, url, body = (
+                request["custom_id"],
+                request["method"],
+                request["url"],
+                request["body"],
+            )
+        except (ValueError, KeyError, TypeError):
+            errors.append(_validation("invalid_json_line", "not a request line", number))
+            continue
+        if custom_id in seen:
+            errors.append(_validation("duplicate_custom_id", f"{custom_id} again", number))
+        elif method != "POST" or url != endpoint:
+            errors.append(
+                _validation("mismatched_endpoint", f"{url} in a batch of {endpoint}", number)
+            )
+        seen.add(custom_id)
+        lines.append(BatchLine(custom_id=custom_id, received=Received(body=body)))
+    if not lines and not errors:
+        errors.append(_validation("empty_file", "the input file has no lines", None))
+    return lines, errors
+
+
+def _validation(code: str, message: str, line: int | None) -> dict[str, Any]:
+    return {"code": code, "message": message, "param": None, "line": line}
+
+
+def _line(
+    line: BatchLine, response: tuple[int, dict[str, Any]] | None, error: dict[str, Any] | None
+) -> str:
+    """One line of a batch's output or error file."""
+    answered = None
+    if response is not None:
+        status, body = response
+        answered = {"status_code": status, "request_id": uuid.uuid4().hex, "body": body}
+    return json.dumps(
+        {
+            "id": f"batch_req_{uuid.uuid4().hex}",
+            "custom_id": line.custom_id,
+            "response": answered,
+            "error": error,
+        }
+    )
+
+
+def _unanswered(code: str) -> dict[str, str]:
+    if code == "batch_expired":
+        message = "This request could not be executed before the completion window expired."
+    else:
+        message = "This request was cancelled before it ran."
+    return {"code": code, "message": message}
+
+
+def _error_body(message: str, code: str | None) -> dict[str, Any]:
+    return {"message": message, "type": code or "server_error", "param": None, "code": code}
+
+
 def _answer(
     schema_name: str, behaviour: Behaviour, overrides: dict[str, dict[str, Any]]
 ) -> tuple[str | None, str | None, str]:
@@ -386,10 +748,10 @@ def _error(status: int, message: str, code: str | None, headers: dict[str, str])
     return Response(body, status_code=status, headers=headers)
 
 
-def _not_found(response_id: str) -> Response[Any]:
+def _not_found(object_id: str, kind: str = "Response") -> Response[Any]:
     body = {
         "error": {
-            "message": f"Response with id '{response_id}' not found.",
+            "message": f"{kind} with id '{object_id}' not found.",
             "type": "invalid_request_error",
             "param": None,
             "code": None,
@@ -418,7 +780,45 @@ class StubServer:
         async def cancel_response(response_id: FromPath[str]) -> Response[Any]:
             return stub.cancel_response(response_id)
 
-        app = Litestar([chat_completions, create_response, retrieve_response, cancel_response])
+        @post("/v1/files")
+        async def upload_file(request: Request[Any, Any, Any]) -> Response[Any]:
+            return await stub.upload_file(request)
+
+        @get("/v1/files/{file_id:str}/content")
+        async def file_content(file_id: FromPath[str]) -> Response[Any]:
+            return stub.file_content(file_id)
+
+        @post("/v1/batches")
+        async def create_batch(request: Request[Any, Any, Any]) -> Response[Any]:
+            return await stub.create_batch(request)
+
+        @get("/v1/batches")
+        async def list_batches() -> Response[Any]:
+            return stub.list_batches()
+
+        @get("/v1/batches/{batch_id:str}")
+        async def retrieve_batch(batch_id: FromPath[str]) -> Response[Any]:
+            return stub.retrieve_batch(batch_id)
+
+        @post("/v1/batches/{batch_id:str}/cancel")
+        async def cancel_batch(batch_id: FromPath[str]) -> Response[Any]:
+            return stub.cancel_batch(batch_id)
+
+        app = Litestar(
+            [
+                chat_completions,
+                create_response,
+                retrieve_response,
+                cancel_response,
+                upload_file,
+                file_content,
+                create_batch,
+                list_batches,
+                retrieve_batch,
+                cancel_batch,
+            ],
+            request_max_body_size=64 * 1024 * 1024,
+        )
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
         port = self._socket.getsockname()[1]
