@@ -28,7 +28,7 @@ class PriceError(ValueError):
     """The price table cannot be read, or lacks the configured model."""
 
 
-class Price(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Rates(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """USD per 1M input tokens, and per 1M output tokens."""
 
     input: Decimal
@@ -41,6 +41,12 @@ class Price(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
         usd = (self.input * input_tokens + self.output * output_tokens) / TOKENS_PER_PRICE
         return usd.quantize(LEDGER_PRECISION, rounding=ROUND_HALF_UP)
+
+
+class Price(Rates, frozen=True, forbid_unknown_fields=True):
+    """A model's synchronous rates, and its rates through the Batch API when it has any."""
+
+    batch: Rates | None = None
 
 
 class PriceTable:
@@ -57,6 +63,18 @@ class PriceTable:
                 "tokens>}` in a YAML file and name that file in WARMPOOL_PRICES_FILE"
             )
         return price
+
+    def batch_for_model(self, model: str) -> Rates:
+        """The configured model's rates through the Batch API."""
+        rates = self.for_model(model).batch
+        if rates is None:
+            raise PriceError(
+                f"no batch price for model {model!r} in {' or '.join(self._sources)}, which "
+                "WARMPOOL_BATCH=replenish needs: give its entry `batch: {input: <USD per 1M "
+                "input tokens>, output: <USD per 1M output tokens>}` in the file named by "
+                "WARMPOOL_PRICES_FILE, or set WARMPOOL_BATCH=off"
+            )
+        return rates
 
 
 @functools.cache
@@ -83,6 +101,6 @@ def _parse(text: str, source: str) -> dict[str, Price]:
         return msgspec.convert(document, dict[str, Price])
     except msgspec.ValidationError as error:
         raise PriceError(
-            f"{source}: expected entries like `gpt-4o: {{input: 2.50, output: 10.00}}` "
-            f"(USD per 1M tokens): {error}"
+            f"{source}: expected entries like `gpt-4o: {{input: 2.50, output: 10.00, batch: "
+            f"{{input: 1.25, output: 5.00}}}}` (USD per 1M tokens; batch optional): {error}"
         ) from None
