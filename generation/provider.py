@@ -14,6 +14,15 @@ class ProviderError(Exception):
     """A provider could not produce a usable answer; the message is shown on the job."""
 
 
+class CallDeferred(Exception):
+    """The call went out as a line of a batch (`call_id`, its ledger row): the job waits in the
+    queue, holding no slot, until the batch has answered it, and its next attempt reads it."""
+
+    def __init__(self, call_id: int) -> None:
+        super().__init__(f"call {call_id} waits for its batch")
+        self.call_id = call_id
+
+
 class Provider(Protocol):
     name: str
 

@@ -22,6 +22,7 @@ from generation.abandoned import Abandon, AbandonedCalls
 from generation.budget import Budget
 from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
 from generation.metrics import QueueMetrics
+from generation.openai.batches import BatchLane
 from generation.openai.provider import OpenAIProvider
 from generation.registry import Capabilities, Registration
 from generation.retention import Retention
@@ -55,6 +56,7 @@ class WorkerRuntime:
         metrics: QueueMetrics | None = None,
         budget: Budget | None = None,
         abandon: Abandon | None = None,
+        batches: BatchLane | None = None,
     ) -> None:
         self._database_url = database_url
         self._settings = settings
@@ -91,7 +93,19 @@ class WorkerRuntime:
         self.retention = Retention(db, keep_for=timedelta(seconds=settings.job_retention_seconds))
         self.session_retention = SessionRetention(db)
         # Cancels at the provider the calls no job will use; only with a provider that has any.
-        self.abandoned = None if abandon is None else AbandonedCalls(db, abandon, budget=budget)
+        self.abandoned = (
+            None
+            if abandon is None
+            else AbandonedCalls(
+                db,
+                abandon,
+                budget=budget,
+                abandon_line=None if batches is None else batches.abandon,
+            )
+        )
+        # Submits the batch lines and polls their batches; every worker schedules its pass, the
+        # leader lock runs one at a time.
+        self.batches = batches
         # Every worker schedules replenishment passes; the leader lock runs one at a time.
         self.replenisher = replenisher
         self._scheduler = AsyncIOScheduler(timezone=UTC)
@@ -114,6 +128,9 @@ class WorkerRuntime:
         if self.abandoned is not None:
             cancel = _retried(self.abandoned.run_once, "cancelling abandoned calls")
             self._schedule(cancel, self._settings.tick_seconds, **every)
+        if self.batches is not None:
+            batch_pass = _retried(self.batches.run_once, "batch pass")
+            self._schedule(batch_pass, self._settings.tick_seconds, next_run_time=now, **every)
         if self.replenisher is not None:
             self._schedule(
                 _retried(self.replenisher.run_once, "replenishment pass"),
@@ -247,6 +264,8 @@ async def running_worker(
     """A worker generating real missions with the chosen provider: the mission pipeline,
     dispatched and swept, and the pool's replenishment; counted in `metrics` when this process
     serves /metrics. Beside it, the grading of candidates' fixes."""
+    # Calls that outlive their worker, and batches, are the openai provider's.
+    model = chosen.provider if isinstance(chosen.provider, OpenAIProvider) else None
     async with mission_pipeline(db, settings, domain_map, database_url, chosen) as pipeline:
         runtime = WorkerRuntime(
             db,
@@ -257,10 +276,13 @@ async def running_worker(
             replenisher=services.replenisher(db, settings, domain_map, metrics),
             metrics=metrics,
             budget=spend_budget(settings, chosen.provider),
-            abandon=(
-                chosen.provider.background.abandon
-                if isinstance(chosen.provider, OpenAIProvider)
-                else None
+            abandon=None if model is None else model.background.abandon,
+            batches=(
+                None
+                if model is None
+                else model.batch_lane(
+                    db, size=settings.batch_size, wait_seconds=settings.batch_wait_seconds
+                )
             ),
         )
         await runtime.start()

@@ -26,7 +26,7 @@ from core.sql import DATABASE_ERRORS
 from generation.ledger import CallRecord, Ledger, OpenCall, Purpose, book_at_ceiling
 from generation.openai.answers import AnswerFormat, UnusableAnswer
 from generation.openai.failures import RetryPolicy, book_failed_request
-from generation.openai.prices import Price
+from generation.openai.prices import Rates
 from generation.provider import ProviderError
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class BackgroundCalls:
         *,
         provider: str,
         model: str,
-        price: Price,
+        price: Rates,
         ceiling_usd: Decimal,
         max_answer_tokens: int,
         timeout_seconds: float,
@@ -66,7 +66,7 @@ class BackgroundCalls:
         _ = client.responses
         Response.model_rebuild()
 
-    async def ask(
+    async def create(
         self,
         purpose: Purpose,
         try_number: int,
@@ -77,11 +77,7 @@ class BackgroundCalls:
         seed: int,
         ledger: Ledger,
     ) -> Draft:
-        taken = await ledger.take_over(purpose, try_number)
-        if taken is not None:
-            resumed = await self._resume(taken, answer, accept, ledger)
-            if resumed is not None:
-                return resumed
+        """A new call, paid for, awaited until it ends."""
         tries = 0
         while True:
             tries += 1
@@ -101,13 +97,7 @@ class BackgroundCalls:
                         background=True,
                         store=True,
                         max_output_tokens=self._max_answer_tokens,
-                        metadata={
-                            "job_id": str(ledger.job_id),
-                            "attempt": str(ledger.attempt),
-                            "purpose": purpose,
-                            "try": str(try_number),
-                            "seed": str(seed),
-                        },
+                        metadata=call_metadata(ledger, purpose, try_number, seed),
                     )
                 except openai.APIError as error:
                     failure = book_failed_request(
@@ -129,10 +119,10 @@ class BackgroundCalls:
                         record.outcome = "failed"
                         record.error = _dropped(created.id)
                         raise ProviderError(record.error)
-                    return self._read(response, record, answer, accept)
+                    return read_answer(response, record, answer, accept, self._price)
             await self._retry.sleep(self._retry.wait(failure, tries))
 
-    async def _resume(
+    async def answered(
         self,
         taken: OpenCall,
         answer: AnswerFormat[Draft],
@@ -157,7 +147,7 @@ class BackgroundCalls:
             extra=fields,
         )
         async with ledger.resumed(taken, ceiling_usd=self._ceiling) as record:
-            return self._read(response, record, answer, accept)
+            return read_answer(response, record, answer, accept, self._price)
 
     async def _wait(self, response_id: str, deadline: datetime) -> Response | None:
         """The response once it has ended (cancelled at the provider once the deadline has
@@ -208,25 +198,39 @@ class BackgroundCalls:
         book_at_ceiling(record, self._ceiling)
         return record
 
-    def _read(
-        self,
-        response: Response,
-        record: CallRecord,
-        answer: AnswerFormat[Draft],
-        accept: Callable[[Draft], Draft],
-    ) -> Draft:
-        settle(response, record, self._price)
-        if record.outcome is not None:
-            assert record.error is not None
-            raise ProviderError(record.error)
-        try:
-            return accept(answer.read_response(response))
-        except UnusableAnswer as unusable:
-            record.outcome, record.error = unusable.outcome, str(unusable)
-            raise ProviderError(str(unusable)) from None
+
+def call_metadata(ledger: Ledger, purpose: Purpose, try_number: int, seed: int) -> dict[str, str]:
+    """What a response is tagged with at the provider: whose call it is."""
+    return {
+        "job_id": str(ledger.job_id),
+        "attempt": str(ledger.attempt),
+        "purpose": purpose,
+        "try": str(try_number),
+        "seed": str(seed),
+    }
 
 
-def settle(response: Response, record: CallRecord, price: Price) -> None:
+def read_answer(
+    response: Response,
+    record: CallRecord,
+    answer: AnswerFormat[Draft],
+    accept: Callable[[Draft], Draft],
+    rates: Rates,
+) -> Draft:
+    """The draft an ended response answers, its cost at `rates` on `record`; ProviderError,
+    with the outcome on `record`, when it has none to use."""
+    settle(response, record, rates)
+    if record.outcome is not None:
+        assert record.error is not None
+        raise ProviderError(record.error)
+    try:
+        return accept(answer.read_response(response))
+    except UnusableAnswer as unusable:
+        record.outcome, record.error = unusable.outcome, str(unusable)
+        raise ProviderError(str(unusable)) from None
+
+
+def settle(response: Response, record: CallRecord, price: Rates) -> None:
     """What an ended response cost, and its outcome when it has no answer to read."""
     usage = response.usage
     if usage is not None:

@@ -264,7 +264,9 @@ class OpenAIStub:
     batch_seconds: float = 0.0
     holding_batches: bool = False
     answered_before_expiry: int = 0
-    failing_lines: Callable[[str], Behaviour | None] = lambda _custom_id: None
+    failing_lines: Callable[[str], Behaviour | None] = field(default_factory=lambda: _no_failure)
+    # Missions of different requests differ (see `_answers`), so none is discarded as a copy.
+    distinct: bool = False
     _plan: list[Behaviour] = field(default_factory=list)
     _batch_plan: list[BatchEnding] = field(default_factory=list)
 
@@ -291,7 +293,8 @@ class OpenAIStub:
         self.batches.clear()
         self.batch_seconds, self.answered_before_expiry = 0.0, 0
         self.let_batches_go()
-        self.failing_lines = lambda _custom_id: None
+        self.failing_lines = _no_failure
+        self.distinct = False
         self._batch_plan.clear()
 
     def hold_batches(self) -> None:
@@ -566,6 +569,18 @@ class OpenAIStub:
             "metadata": batch.metadata,
         }
 
+    def _answers(self, received: Received) -> dict[str, dict[str, Any]]:
+        """The answers for a request: with `distinct`, a mission's first gold file ends with a
+        comment naming the request's seed, so missions of different jobs differ."""
+        if not self.distinct or received.schema_name != "mission":
+            return self.answers
+        mission = json.loads(json.dumps(self.answers.get("mission", ANSWERS["mission"])))
+        first = mission["gold_files"][0]
+        comment = _COMMENTS[first["path"].rpartition(".")[2]]
+        seed = (received.body.get("metadata") or {}).get("seed", len(self.received))
+        first["content"] += comment.format(f"mission of seed {seed}") + "\n"
+        return {**self.answers, "mission": mission}
+
     def _succeeded(self, line: BatchLine) -> bool:
         return line.behaviour not in (None, "rate_limited", "quota", "server_error")
 
@@ -614,7 +629,7 @@ class OpenAIStub:
             body["usage"] = None
             response.received.usage = None
             return body
-        content, refusal, _ = _answer(name, response.behaviour, self.answers)
+        content, refusal, _ = _answer(name, response.behaviour, self._answers(response.received))
         if status == "incomplete":
             body["incomplete_details"] = {"reason": "max_output_tokens"}
         part: dict[str, Any] = (
@@ -632,6 +647,13 @@ class OpenAIStub:
             }
         ]
         return body
+
+
+_COMMENTS = {"py": "# {}", "js": "// {}", "sql": "-- {}", "md": "<!-- {} -->"}
+
+
+def _no_failure(_custom_id: str) -> Behaviour | None:
+    return None
 
 
 def _batch_lines(content: bytes, endpoint: str) -> tuple[list[BatchLine], list[dict[str, Any]]]:

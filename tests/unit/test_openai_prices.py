@@ -30,7 +30,8 @@ def test_batching_a_model_without_a_batch_price_names_the_fix(tmp_path: Path) ->
         table.batch_for_model("our-model")
     message = str(raised.value)
     assert "no batch price for model 'our-model'" in message
-    assert "WARMPOOL_BATCH=off" in message and "WARMPOOL_PRICES_FILE" in message
+    assert "WARMPOOL_BATCH=off" in message
+    assert "WARMPOOL_PRICES_FILE" in message
 
 
 def test_a_dated_snapshot_costs_what_its_model_costs() -> None:
