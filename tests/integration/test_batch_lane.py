@@ -6,25 +6,33 @@ retried or failed with a reason, and no reservation behind."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import asyncpg
+import openai
 import pytest
 
+from core import domains
 from core.sql import Queries
 from generation import budget as budgets
 from generation.abandoned import AbandonedCalls
 from generation.budget import Budget
+from generation.ledger import Ledger
 from generation.openai import prices
 from generation.openai.batch_calls import LINE_TRIES
 from generation.openai.provider import OpenAIProvider
+from generation.provider import CallDeferred
 from tests.support.batches import MODEL, BatchRig, batching_provider
 from tests.support.jobs import enqueue
 from tests.support.openai_stub import COPY_ANSWERS, USAGE, BatchLine, OpenAIStub
+from tests.support.server import ROOT
 
 queries = Queries("generation")
 DOMAIN = "marketing-copy"
+DOMAINS = domains.load(ROOT / "domain_map.yaml").domains
 RATES = prices.load().batch_for_model(MODEL)
 SYNCHRONOUS = prices.load().for_model(MODEL)
 
@@ -243,3 +251,70 @@ async def test_a_job_cancelled_while_it_waits_never_sends_its_line_or_books_its_
 
 def _lines(stub: OpenAIStub) -> list[BatchLine]:
     return [line for batch in stub.batches.values() for line in batch.lines]
+
+
+async def test_a_job_whose_worker_died_after_writing_its_line_waits_for_that_same_line(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub
+) -> None:
+    rig = BatchRig(pool, provider)
+    job = await enqueue(pool, None, domain=DOMAIN)
+    [attempt] = [
+        row["attempt"]
+        for row in await pool.fetch(
+            queries["job_claim_within_cap"], 1, 9, 9, "dead:host:1", None, None, 0, 0, None
+        )
+    ]
+    with pytest.raises(CallDeferred):
+        await provider.write_mission(
+            DOMAINS[DOMAIN], seed=job, ledger=Ledger(pool, job, attempt, lane="replenish")
+        )
+    # Its process died before giving the job back: the sweeper hands the call to a new attempt.
+    swept = await rig.sweeper.run_once(datetime.now(UTC) + timedelta(minutes=2))
+    assert (swept.requeued, swept.stale) == ([job], [])
+
+    await rig.until_drained()
+
+    assert (await statuses(pool))[job] == ("completed", None)
+    [mission_line] = [line for line in _lines(openai_stub) if "-generate-" in line.custom_id]
+    assert mission_line.custom_id == f"job-{job}-attempt-{attempt}-generate-try-1"
+    paid = await billed(pool)
+    assert paid == [(job, "generate", 1), (job, "sabotage", 1)]
+    assert len(openai_stub.batch_generated()) == 2
+
+
+async def test_a_batch_created_by_a_pass_that_died_before_recording_it_is_found_not_sent_again(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub
+) -> None:
+    rig = BatchRig(pool, provider)
+    job = await enqueue(pool, None, domain=DOMAIN)
+    assert await rig.generate() == 1
+    # A pass took the line into a batch and created it at the provider, then died.
+    batch_id = await pool.fetchval(queries["batch_insert_of_due_lines"], 50, timedelta(0), None)
+    [line] = await pool.fetch(queries["batch_lines_of_batch"], batch_id)
+    client = openai.AsyncOpenAI(api_key="sk-test", base_url=openai_stub.base_url)
+    request = {
+        "custom_id": line["custom_id"],
+        "method": "POST",
+        "url": "/v1/responses",
+        "body": line["request"],
+    }
+    uploaded = await client.files.create(
+        file=("lines.jsonl", json.dumps(request).encode()), purpose="batch"
+    )
+    created = await client.batches.create(
+        input_file_id=uploaded.id,
+        endpoint="/v1/responses",
+        completion_window="24h",
+        metadata={"warmpool_batch": str(batch_id)},
+    )
+    await client.close()
+
+    await rig.until_drained()
+
+    assert (await statuses(pool))[job] == ("completed", None)
+    ended = await pool.fetch(
+        "SELECT provider_batch_id FROM llm_batches WHERE id = $1 AND status = 'ended'", batch_id
+    )
+    assert [row["provider_batch_id"] for row in ended] == [created.id]
+    assert len(openai_stub.batches) == 2, "the mission's batch, found again, and the bug's"
+    assert len(openai_stub.batch_generated()) == len(await billed(pool)) == 2

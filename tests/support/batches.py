@@ -62,13 +62,13 @@ class BatchRig:
             serve_waiting_user=waiting.serve_waiting_user,
         )
         self.worker = Worker(self.pool, pipeline, name="batch-worker", capacity=self.slots)
-        sweeper = Sweeper(
-            self.pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=MINUTE
+        self.sweeper = Sweeper(
+            self.pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
         )
         self.dispatcher = Dispatcher(
             self.pool,
             self.worker,
-            sweeper,
+            self.sweeper,
             global_cap=self.slots,
             replenish_cap=self.slots,
             budget=self.budget,
