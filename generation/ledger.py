@@ -338,13 +338,17 @@ class Ledger:
 
 
 class SpendByMode(msgspec.Struct, frozen=True, kw_only=True):
-    """The whole ledger by how its calls went out, and what taking calls over saved."""
+    """The whole ledger by how its calls went out, and what taking calls over and batching
+    them saved."""
 
     modes: dict[str, Spend]
     # Calls the next attempt of their job took over instead of paying again, and what paying
     # them again would have cost.
     resumed_calls: int
     saved_by_resumed_usd: float
+    # What the calls that went through a batch would have cost at the synchronous price, less
+    # what they cost.
+    saved_by_batch_usd: float
 
 
 @dataclass(frozen=True)
@@ -352,22 +356,27 @@ class LedgerTotals:
     # The whole ledger per outcome, 'started' included, and per mode.
     by_outcome: dict[str, Spend]
     by_mode: dict[str, Spend]
+    # The calls that went through a batch, per model.
+    batched_by_model: dict[str, Spend]
 
 
 async def totals(connection: Executor) -> LedgerTotals:
     rows = await connection.fetch(queries["llm_spend_by_outcome_and_mode"])
+    batched = await connection.fetch(queries["llm_spend_of_batches_by_model"])
     return LedgerTotals(
         by_outcome=_summed(rows, "outcome"),
         by_mode=_summed(rows, "mode"),
+        batched_by_model=_summed(batched, "model"),
     )
 
 
-def spend_by_mode(totals: LedgerTotals) -> SpendByMode:
+def spend_by_mode(totals: LedgerTotals, *, saved_by_batch_usd: float) -> SpendByMode:
     modes = totals.by_mode
     return SpendByMode(
         modes=modes,
         resumed_calls=sum(spent.resumed_calls for spent in modes.values()),
         saved_by_resumed_usd=sum(spent.saved_usd for spent in modes.values()),
+        saved_by_batch_usd=saved_by_batch_usd,
     )
 
 

@@ -580,6 +580,16 @@ SELECT outcome, mode, sum(llm_calls)::bigint AS llm_calls,
 FROM llm_spend_totals
 GROUP BY outcome, mode;
 
+-- name: llm_spend_of_batches_by_model
+-- The calls that went through a batch, per model, from the per-day totals that the ledger's
+-- triggers keep (a few rows a day): what batching saved is priced per model.
+SELECT model, sum(llm_calls)::bigint AS llm_calls, sum(input_tokens)::bigint AS input_tokens,
+       sum(output_tokens)::bigint AS output_tokens, sum(cost_usd) AS cost_usd,
+       sum(resumed_calls)::bigint AS resumed_calls, sum(saved_usd) AS saved_usd
+FROM llm_spend_daily
+WHERE mode = 'batch'
+GROUP BY model;
+
 -- name: llm_spend_by_day
 -- The ledger per UTC day from $1 to $2, model, purpose, outcome ('started': under way, or
 -- its process died mid-call) and mode, from the totals that the ledger's triggers keep per day
@@ -743,3 +753,18 @@ UPDATE llm_batch_lines
 SET status = 'failed', error = $2::text, ended_at = now()
 WHERE custom_id = $1::text AND status = 'queued'
 RETURNING call_id;
+
+-- name: batches_open
+-- The batches not yet ended, for `warmpool status` and the pool's figures: a handful of rows,
+-- from their partial index.
+SELECT id, model, lines, provider_batch_id, coalesce(provider_status, status) AS status,
+       completed_lines, failed_lines, created_at
+FROM llm_batches
+WHERE status <> 'ended'
+ORDER BY id;
+
+-- name: batch_lines_waiting
+-- The lines not yet in a batch and the jobs waiting for a line, from their partial indexes.
+SELECT (SELECT count(*) FROM llm_batch_lines WHERE status = 'queued') AS queued_lines,
+       (SELECT count(*) FROM generation_jobs
+        WHERE status = 'pending' AND waiting_for_call IS NOT NULL) AS waiting_jobs;

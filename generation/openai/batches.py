@@ -32,7 +32,7 @@ import openai
 from openai.types import Batch
 from openai.types.responses import Response
 
-from core.sql import Queries
+from core.sql import Executor, Queries
 from generation.ledger import CallRecord, book_at_ceiling
 from generation.openai.background import settle
 from generation.openai.prices import Rates
@@ -56,6 +56,39 @@ class BatchPass:
     submitted: list[int] = field(default_factory=list)
     ended: list[int] = field(default_factory=list)
     woken: list[int] = field(default_factory=list)
+
+
+class OpenBatch(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    model: str
+    lines: int
+    # The provider's id once it holds the batch, and the status it last reported (submitting:
+    # not yet created there).
+    provider_batch_id: str | None
+    status: str
+    completed_lines: int
+    failed_lines: int
+    created_at: datetime
+
+
+class OpenBatches(msgspec.Struct, frozen=True, kw_only=True):
+    """The batch lane at a glance: the batches not yet ended, the lines waiting for a batch to
+    go out in, and the jobs waiting for a line."""
+
+    batches: list[OpenBatch]
+    queued_lines: int
+    waiting_jobs: int
+
+
+async def open_batches(connection: Executor) -> OpenBatches:
+    rows = await connection.fetch(queries["batches_open"])
+    waiting = await connection.fetchrow(queries["batch_lines_waiting"])
+    assert waiting is not None
+    return OpenBatches(
+        batches=[OpenBatch(**{**dict(row), "id": str(row["id"])}) for row in rows],
+        queued_lines=waiting["queued_lines"],
+        waiting_jobs=waiting["waiting_jobs"],
+    )
 
 
 class LineEnd(msgspec.Struct, frozen=True):

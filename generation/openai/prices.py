@@ -16,6 +16,8 @@ from pathlib import Path
 import msgspec
 import yaml
 
+from generation.spend import Spend
+
 BUILT_IN = "generation/openai/prices.yaml"
 TOKENS_PER_PRICE = 1_000_000
 # The ledger's precision (llm_calls.cost_usd is numeric(14, 6)), rounded as Postgres rounds.
@@ -63,6 +65,19 @@ class PriceTable:
                 "tokens>}` in a YAML file and name that file in WARMPOOL_PRICES_FILE"
             )
         return price
+
+    def batch_savings(self, batched_by_model: Mapping[str, Spend]) -> float:
+        """What calls that went through a batch would have cost at their models' synchronous
+        prices, less what they cost; a model without a price here saved nothing known."""
+        saved = Decimal(0)
+        for model, spent in batched_by_model.items():
+            try:
+                price = self.for_model(model)
+            except PriceError:
+                continue
+            saved += price.cost(spent.input_tokens, spent.output_tokens)
+            saved -= Decimal(str(spent.cost_usd))
+        return float(saved)
 
     def batch_for_model(self, model: str) -> Rates:
         """The configured model's rates through the Batch API."""
