@@ -25,7 +25,7 @@ from generation.openai import prices
 from generation.openai.batch_calls import LINE_TRIES
 from generation.openai.provider import OpenAIProvider
 from generation.provider import CallDeferred
-from tests.support.batches import MODEL, BatchRig, batching_provider
+from tests.support.batches import MODEL, BatchRig, stub_provider
 from tests.support.jobs import enqueue
 from tests.support.openai_stub import COPY_ANSWERS, USAGE, BatchLine, OpenAIStub
 from tests.support.server import ROOT
@@ -41,7 +41,7 @@ SYNCHRONOUS = prices.load().for_model(MODEL)
 async def provider(openai_stub: OpenAIStub) -> AsyncIterator[OpenAIProvider]:
     openai_stub.answers.update(COPY_ANSWERS)
     openai_stub.distinct = True
-    provider = batching_provider(openai_stub)
+    provider = stub_provider(openai_stub)
     yield provider
     await provider.close()
 

@@ -13,7 +13,7 @@ from generation.budget import Budget
 from generation.dispatcher import Dispatcher
 from generation.openai import prices
 from generation.openai.batches import BatchLane
-from generation.openai.provider import OpenAIProvider
+from generation.openai.provider import Batching, Calls, OpenAIProvider
 from generation.pipeline import MissionPipeline
 from generation.sweeper import Sweeper
 from generation.worker import Worker
@@ -25,15 +25,18 @@ MODEL = "gpt-4o-mini"
 MINUTE = timedelta(minutes=1)
 
 
-def batching_provider(stub: OpenAIStub) -> OpenAIProvider:
+def stub_provider(
+    stub: OpenAIStub, *, calls: Calls = "background", batch: Batching = "replenish"
+) -> OpenAIProvider:
+    """The openai provider on the stub, batching the replenish lane unless told otherwise."""
     return OpenAIProvider(
         api_key="sk-test",
         base_url=stub.base_url,
         model=MODEL,
         prices=prices.load(),
-        timeout_seconds=10,
-        calls="background",
-        batch="replenish",
+        timeout_seconds=60,
+        calls=calls,
+        batch=batch,
     )
 
 

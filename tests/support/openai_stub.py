@@ -353,7 +353,9 @@ class OpenAIStub:
         if behaviour == "server_error":
             return _error(500, "The server had an error while processing your request.", None, {})
         received.usage = USAGE[received.schema_name]
-        return Response(_completion(received.schema_name, behaviour, self.answers), status_code=200)
+        return Response(
+            _completion(received.schema_name, behaviour, self._answers(received)), status_code=200
+        )
 
     async def create_response(self, request: Request[Any, Any, Any]) -> Response[Any]:
         received = Received(body=await request.json())
