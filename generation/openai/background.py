@@ -12,6 +12,7 @@ again; only creating one is paid, and that is retried only when it is known not 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -89,8 +90,8 @@ class BackgroundCalls:
                 mode="background",
                 try_number=try_number,
             ) as record:
-                try:
-                    created = await self._client.responses.create(
+                creating = asyncio.ensure_future(
+                    self._client.responses.create(
                         model=self._model,
                         input=prompt,
                         text={"format": answer.text_format()},
@@ -99,6 +100,13 @@ class BackgroundCalls:
                         max_output_tokens=self._max_answer_tokens,
                         metadata=call_metadata(ledger, purpose, try_number, seed),
                     )
+                )
+                creating.add_done_callback(_retrieved)
+                try:
+                    created = await asyncio.shield(creating)
+                except asyncio.CancelledError:
+                    await self._name_once_created(creating, record, ledger)
+                    raise
                 except openai.APIError as error:
                     failure = book_failed_request(
                         error,
@@ -121,6 +129,23 @@ class BackgroundCalls:
                         raise ProviderError(record.error)
                     return read_answer(response, record, answer, accept, self._price)
             await self._retry.sleep(self._retry.wait(failure, tries))
+
+    async def _name_once_created(
+        self, creating: asyncio.Future[Response], record: CallRecord, ledger: Ledger
+    ) -> None:
+        """The generation was stopped (released at a deploy) while the provider was creating
+        its response: the response may exist and bill, so its id, once the provider names it,
+        is stored, leaving the call open for the job's next attempt instead of paid again.
+        Without an id (the request failed, or a second stop cut the wait), it is booked as a
+        call that may have billed."""
+        try:
+            created = await asyncio.wait_for(
+                asyncio.shield(creating), self._timeout.total_seconds()
+            )
+        except (openai.APIError, TimeoutError, asyncio.CancelledError):
+            return
+        with contextlib.suppress(*DATABASE_ERRORS):
+            await ledger.submitted(record, created.id)
 
     async def answered(
         self,
@@ -246,6 +271,12 @@ def settle(response: Response, record: CallRecord, price: Rates) -> None:
 
 
 _CANCELLED = "the response was cancelled at the provider before it ended"
+
+
+def _retrieved(creating: asyncio.Future[Response]) -> None:
+    """A creation nobody waits for any more (a second stop cut the wait) ends unobserved."""
+    if not creating.cancelled():
+        creating.exception()
 
 
 def _dropped(response_id: str) -> str:

@@ -363,6 +363,9 @@ class OpenAIStub:
         if not received.body.get("background") or received.body.get("store") is False:
             return _error(400, "this stub answers background responses only", None, {})
         behaviour = self._plan.pop(0) if self._plan else "ok"
+        if behaviour == "slow":
+            # Created only after the delay: a stop may come while the request is under way.
+            await asyncio.sleep(self.delay_seconds)
         if behaviour == "rate_limited":
             headers = {} if self.retry_after is None else {"retry-after": self.retry_after}
             return _error(429, "Rate limit reached for requests", "rate_limit_exceeded", headers)
