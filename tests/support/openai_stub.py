@@ -34,13 +34,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import uvicorn
@@ -575,16 +579,20 @@ class OpenAIStub:
         }
 
     def _answers(self, received: Received) -> dict[str, dict[str, Any]]:
-        """The answers for a request: with `distinct`, a mission's first gold file ends with a
-        comment naming the request's seed, so missions of different jobs differ."""
+        """The answers for a request: a copy mission for a domain without code (the prompt
+        says `Language: none.`), else a python one, under the test's `answers`; with
+        `distinct`, a mission's first gold file ends with a comment naming the request's seed,
+        so missions of different jobs differ."""
+        canned = COPY_ANSWERS if "Language: none." in received.prompt else ANSWERS
+        answers = {**canned, **self.answers}
         if not self.distinct or received.schema_name != "mission":
-            return self.answers
-        mission = json.loads(json.dumps(self.answers.get("mission", ANSWERS["mission"])))
+            return answers
+        mission = json.loads(json.dumps(answers["mission"]))
         first = mission["gold_files"][0]
         comment = _COMMENTS[first["path"].rpartition(".")[2]]
         seed = (received.body.get("metadata") or {}).get("seed", len(self.received))
         first["content"] += comment.format(f"mission of seed {seed}") + "\n"
-        return {**self.answers, "mission": mission}
+        return {**answers, "mission": mission}
 
     def _succeeded(self, line: BatchLine) -> bool:
         return line.behaviour not in (None, "rate_limited", "quota", "server_error")
@@ -807,6 +815,13 @@ class StubServer:
         async def cancel_response(response_id: FromPath[str]) -> Response[Any]:
             return stub.cancel_response(response_id)
 
+        @get("/stub/created")
+        async def created() -> list[dict[str, Any]]:
+            return [
+                {"id": each.id, "metadata": each.received.body.get("metadata") or {}}
+                for each in stub.created()
+            ]
+
         @post("/v1/files")
         async def upload_file(request: Request[Any, Any, Any]) -> Response[Any]:
             return await stub.upload_file(request)
@@ -843,6 +858,7 @@ class StubServer:
                 list_batches,
                 retrieve_batch,
                 cancel_batch,
+                created,
             ],
             request_max_body_size=64 * 1024 * 1024,
         )
@@ -886,9 +902,48 @@ def running_stub() -> Iterator[OpenAIStub]:
         server.stop()
 
 
+@contextmanager
+def stub_process(log: Path, *, response_seconds: float) -> Iterator[str]:
+    """A stub in a process of its own (a load of many worker processes would starve a test's
+    own process), each mission its own; its base URL until the end of the block. What it
+    created is at `GET /stub/created`."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.openai_stub", str(response_seconds)],
+        stdout=subprocess.PIPE,
+        stderr=log.open("wb"),
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("serving "):
+            raise RuntimeError(f"the OpenAI stub did not start: {log.read_text()}")
+        yield line.removeprefix("serving ").strip()
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
 def closed_port_url() -> str:
     """The base URL of a loopback port nothing listens on: connecting is refused."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+def main(response_seconds: str) -> None:
+    """Serve a stub whose background responses take `response_seconds`, every mission its own,
+    until SIGTERM."""
+    stub = OpenAIStub(response_seconds=float(response_seconds), distinct=True)
+    server = StubServer(stub)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    server.start()
+    print(f"serving {stub.base_url}", flush=True)
+    stopped.wait()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
