@@ -250,6 +250,28 @@ RETURNING id, attempt;
 -- identity exactly, never by pattern.
 SELECT DISTINCT worker_id FROM generation_jobs WHERE status = 'generating';
 
+-- name: batch_lines_delete_ended_before
+-- Retention: the lines whose batch ended before $1, once their calls are settled and their
+-- jobs have ended (or are gone): their requests and answers are read by nobody any more, and
+-- the ledger keeps each call's row with its custom id. Oldest first, by primary key, in small
+-- batches, as jobs_delete_finished_before.
+DELETE FROM llm_batch_lines
+WHERE call_id = ANY(ARRAY(
+    SELECT l.call_id FROM llm_batch_lines l
+    LEFT JOIN generation_jobs j ON j.id = l.job_id
+    WHERE l.ended_at < $1::timestamptz
+      AND (j.id IS NULL OR j.status IN ('completed', 'failed', 'cancelled', 'awaiting_review'))
+      AND EXISTS (SELECT 1 FROM llm_calls c WHERE c.id = l.call_id AND c.finished_at IS NOT NULL)
+    ORDER BY l.ended_at
+    LIMIT $2::int
+));
+
+-- name: batches_delete_emptied_before
+-- The batches that ended before $1 and whose lines retention has deleted.
+DELETE FROM llm_batches b
+WHERE b.status = 'ended' AND b.ended_at < $1::timestamptz
+  AND NOT EXISTS (SELECT 1 FROM llm_batch_lines l WHERE l.batch_id = b.id);
+
 -- name: jobs_delete_finished_before
 -- Retention, in small batches so no long lock or bloat burst. Ledger rows stay. The batch's
 -- ids as an array, so each row is deleted by primary key (`id IN (subquery)` is planned as a

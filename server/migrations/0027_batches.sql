@@ -58,6 +58,8 @@ CREATE INDEX llm_batch_lines_queued ON llm_batch_lines (model, created_at, call_
     WHERE status = 'queued';
 CREATE INDEX llm_batch_lines_of_batch ON llm_batch_lines (batch_id);
 CREATE INDEX llm_batch_lines_of_job ON llm_batch_lines (job_id);
+-- Retention reads the ended lines oldest first.
+CREATE INDEX llm_batch_lines_ended ON llm_batch_lines (ended_at) WHERE ended_at IS NOT NULL;
 
 -- A waiting job's reservation counts as a generating one's does: the budget holds its share
 -- until the job ends. Two branches, each through its own partial index.

@@ -25,6 +25,7 @@ from generation.openai import prices
 from generation.openai.batch_calls import LINE_TRIES
 from generation.openai.provider import OpenAIProvider
 from generation.provider import CallDeferred
+from generation.retention import Retention
 from tests.support.batches import MODEL, BatchRig, stub_provider
 from tests.support.jobs import enqueue
 from tests.support.openai_stub import COPY_ANSWERS, USAGE, BatchLine, OpenAIStub
@@ -318,3 +319,29 @@ async def test_a_batch_created_by_a_pass_that_died_before_recording_it_is_found_
     assert [row["provider_batch_id"] for row in ended] == [created.id]
     assert len(openai_stub.batches) == 2, "the mission's batch, found again, and the bug's"
     assert len(openai_stub.batch_generated()) == len(await billed(pool)) == 2
+
+
+async def test_retention_deletes_the_lines_and_batches_of_ended_jobs_and_keeps_the_ledger(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub
+) -> None:
+    rig = BatchRig(pool, provider)
+    done = [await enqueue(pool, None, domain=DOMAIN) for _ in range(2)]
+    await rig.until_drained()
+    waiting = await enqueue(pool, None, domain=DOMAIN)
+    assert await rig.generate() == 1
+    openai_stub.hold_batches()
+    await rig.lane.run_once()
+    week = timedelta(days=7)
+    later = datetime.now(UTC) + week + timedelta(minutes=1)
+
+    await Retention(pool, keep_for=week).run_once(later)
+
+    lines = await pool.fetch("SELECT job_id, status FROM llm_batch_lines")
+    assert [(row["job_id"], row["status"]) for row in lines] == [(waiting, "batched")]
+    assert await pool.fetchval("SELECT count(*) FROM llm_batches") == 1, "the open one stays"
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM llm_calls WHERE job_id = ANY($1) AND cost_usd > 0", done
+        )
+        == 4
+    ), "the ledger keeps every call"
