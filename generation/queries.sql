@@ -142,7 +142,8 @@ RETURNING j.id;
 -- Before the sweeper fails them: a job whose worker stopped heartbeating (not one past the hard
 -- limit) that has a model call the provider may still hold, open or answered, goes back to the
 -- queue under a new attempt, which takes the call over instead of paying for it again; at most
--- until its attempt reaches $4, so a job that kills every worker ends failed. Locked in id
+-- until its attempt reaches $4, so a job that kills every worker ends failed. A claim after a
+-- batch answered the job's call spent an attempt without any death: not counted. Locked in id
 -- order, as jobs_fail_if_stale does.
 UPDATE generation_jobs
 SET status = 'pending', attempt = attempt + 1, worker_id = NULL, started_at = NULL,
@@ -152,7 +153,8 @@ WHERE id IN (
     WHERE j.status = 'generating'
       AND j.heartbeat_at < coalesce($3::timestamptz, now()) - $1::interval
       AND j.started_at >= coalesce($3::timestamptz, now()) - $2::interval
-      AND j.attempt < $4::int
+      AND j.attempt - (SELECT count(*) FROM llm_calls b
+                       WHERE b.job_id = j.id AND b.mode = 'batch') < $4::int
       AND EXISTS (
           SELECT 1 FROM llm_calls c
           WHERE c.job_id = j.id AND c.provider_id IS NOT NULL AND c.dropped_at IS NULL
@@ -198,13 +200,15 @@ RETURNING id;
 -- name: jobs_requeue_if_owned_by_dead_process_with_open_call
 -- Before reconcile fails them: a dead process's job (as jobs_fail_if_owned_by_dead_process
 -- finds them) with a model call the provider may still hold goes back to the queue under a new
--- attempt, which takes the call over; at most until its attempt reaches $4.
+-- attempt, which takes the call over; at most until its attempt reaches $4, not counting the
+-- claims after a batch answered one of its calls (as jobs_requeue_if_stale_with_open_call).
 UPDATE generation_jobs j
 SET status = 'pending', attempt = j.attempt + 1, worker_id = NULL, started_at = NULL,
     heartbeat_at = NULL
 WHERE j.status = 'generating' AND j.worker_id = ANY($1::text[])
   AND j.heartbeat_at < coalesce($3::timestamptz, now()) - $2::interval
-  AND j.attempt < $4::int
+  AND j.attempt - (SELECT count(*) FROM llm_calls b
+                   WHERE b.job_id = j.id AND b.mode = 'batch') < $4::int
   AND EXISTS (
       SELECT 1 FROM llm_calls c
       WHERE c.job_id = j.id AND c.provider_id IS NOT NULL AND c.dropped_at IS NULL
