@@ -525,7 +525,7 @@ page AS (
 )
 SELECT j.id, j.status, j.lane, j.user_id, j.track, j.domain, j.attempt, j.worker_id,
        j.created_at, j.started_at, j.heartbeat_at, j.finished_at, j.error, j.mission_id,
-       j.instance_id, spend.llm_calls, spend.cost_usd
+       j.instance_id, j.waiting_for_call, spend.llm_calls, spend.cost_usd
 FROM (SELECT * FROM page ORDER BY created_at DESC, id DESC LIMIT $5::int) j
 CROSS JOIN LATERAL (
     SELECT count(*) AS llm_calls, coalesce(sum(cost_usd), 0) AS cost_usd
