@@ -907,21 +907,23 @@ def stub_process(log: Path, *, response_seconds: float) -> Iterator[str]:
     """A stub in a process of its own (a load of many worker processes would starve a test's
     own process), each mission its own; its base URL until the end of the block. What it
     created is at `GET /stub/created`."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.openai_stub", str(response_seconds)],
-        stdout=subprocess.PIPE,
-        stderr=log.open("wb"),
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line.startswith("serving "):
-            raise RuntimeError(f"the OpenAI stub did not start: {log.read_text()}")
-        yield line.removeprefix("serving ").strip()
-    finally:
-        process.terminate()
-        process.wait(10)
+    with log.open("wb") as errors:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.openai_stub", str(response_seconds)],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+    with process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            if not line.startswith("serving "):
+                raise RuntimeError(f"the OpenAI stub did not start: {log.read_text()}")
+            yield line.removeprefix("serving ").strip()
+        finally:
+            process.terminate()
+            process.wait(10)
 
 
 def closed_port_url() -> str:
