@@ -238,6 +238,12 @@ class BatchLane:
                     *await self._file_lines(batch.output_file_id),
                     *await self._file_lines(batch.error_file_id),
                 ]
+            except openai.NotFoundError:
+                # The provider no longer holds it (nor its files): its lines are written again.
+                lost = f"the model API no longer holds batch {row['provider_batch_id']}"
+                await self._end(row["id"], status="lost", lines=[], unanswered=lost, retryable=True)
+                ended.append(row["id"])
+                continue
             except openai.APIError as error:
                 # Reading bills nothing: read it again at the next pass.
                 log.warning("could not read batch %s, reading it again later: %s", row["id"], error)

@@ -345,3 +345,23 @@ async def test_retention_deletes_the_lines_and_batches_of_ended_jobs_and_keeps_t
         )
         == 4
     ), "the ledger keeps every call"
+
+
+async def test_a_batch_the_provider_no_longer_holds_has_its_lines_written_again(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub
+) -> None:
+    rig = BatchRig(pool, provider)
+    job = await enqueue(pool, None, domain=DOMAIN)
+    assert await rig.generate() == 1
+    openai_stub.hold_batches()
+    await rig.lane.run_once()
+    [lost] = openai_stub.batches
+    del openai_stub.batches[lost]
+    openai_stub.let_batches_go()
+
+    await rig.until_drained()
+
+    assert (await statuses(pool))[job] == ("completed", None)
+    errors = await pool.fetch("SELECT error FROM llm_calls WHERE outcome = 'unbilled'")
+    assert [row["error"] for row in errors] == [f"the model API no longer holds batch {lost}"]
+    assert len(openai_stub.batch_generated()) == len(await billed(pool)) == 2
