@@ -437,13 +437,18 @@ RETURNING id;
 -- Calls still under way at the provider that their job will never use: it has ended (or was
 -- deleted), or, while the budget stops every claim ($1), it waits in the queue; not a batch
 -- call then, whose answer is kept in its line at no cost and whose job's reservation holds.
--- From the partial index of open calls: a handful of rows.
+-- Nor a batch call whose batch is under way: a line cannot be cancelled alone, and such calls
+-- would take the pass's places until their batches end. From the partial index of open calls:
+-- a handful of rows.
 SELECT c.id, c.provider_id, c.mode, c.job_id, j.attempt AS job_attempt
 FROM llm_calls c
 LEFT JOIN generation_jobs j ON j.id = c.job_id
 WHERE c.provider_id IS NOT NULL AND c.finished_at IS NULL
   AND (j.id IS NULL OR j.status IN ('completed', 'failed', 'cancelled', 'awaiting_review')
        OR (j.status = 'pending' AND $1::boolean AND c.mode <> 'batch'))
+  AND NOT EXISTS (
+      SELECT 1 FROM llm_batch_lines l WHERE l.call_id = c.id AND l.status = 'batched'
+  )
 ORDER BY c.id
 LIMIT $2::int;
 
