@@ -1,5 +1,6 @@
 """Chaos benchmark: the long form of the chaos suite (tests/chaos), over 100 jobs a second through
-two API processes and four workers of the real command line on a private PostgreSQL, while the
+two API processes and four workers of the real command line on a private PostgreSQL, their model
+calls background responses through the real openai SDK to the loopback stub, while the
 database's default isolation is REPEATABLE READ, warmpool's sessions are terminated twice a
 second for 20 s, PostgreSQL is restarted, workers are killed with SIGKILL at random moments and
 every process is restarted in turn with SIGTERM.

@@ -1,7 +1,16 @@
 """Generation benchmark: missions per minute through the whole pipeline with the offline
-provider at zero delay, and the share of the generations' time spent in proofs.
+provider at zero delay, and the share of the generations' time spent in proofs; then what the
+model costs through the openai provider against the loopback stub (the real SDK).
 
     python bench/generation.py [--jobs 48] [--cap 2] [--database-url postgresql://...]
+    python bench/generation.py --costs-only [--cost-jobs 50] [--deploy-jobs 10]
+
+Costs: the same run of jobs (four replenish ones to one interactive, copy missions, every one
+distinct) with WARMPOOL_BATCH off and then on, each in a database of its own: the ledger's cost
+per instance the missions made can serve (each to its serve limit), and the ratio. Then a
+scripted deploy: jobs whose mission calls are under way when their worker stops (the release at
+a SIGTERM whose grace is over), finished by the next worker, with WARMPOOL_OPENAI_CALLS direct
+and then background: the calls paid per completed job's purpose and try (goal 1.0).
 
 Every job is a real one: claimed from the queue, written from the catalog, its gold proven,
 a bug planted and proven (again when refused), the mission stored with its proof, the job
@@ -27,10 +36,13 @@ import time
 from collections import Counter, defaultdict
 from datetime import timedelta
 
+import asyncpg
+
 from bench.scratch import database_parser, fresh_database
 from core.domains import load
 from generation.dispatcher import Dispatcher
 from generation.offline import OfflineProvider
+from generation.openai.provider import Batching, Calls
 from generation.pipeline import MissionPipeline
 from generation.sweeper import Sweeper
 from generation.worker import Worker
@@ -38,7 +50,9 @@ from pool import waiting
 from qa.proof import Prover
 from server import migrate
 from server.database import create_pool
+from tests.support.batches import MODEL, BatchRig, stub_provider
 from tests.support.jobs import LIMITS, enqueue
+from tests.support.openai_stub import COPY_ANSWERS, OpenAIStub, running_stub
 from tests.support.proving import ensure_toolchain
 
 MINUTE = timedelta(minutes=1)
@@ -52,6 +66,15 @@ def proof_folder() -> Path:
 
 
 async def main(arguments: argparse.Namespace) -> None:
+    if not arguments.costs_only:
+        await throughput(arguments)
+    with running_stub() as stub:
+        stub.answers.update(COPY_ANSWERS)
+        stub.distinct = True
+        await costs(arguments, stub)
+
+
+async def throughput(arguments: argparse.Namespace) -> None:
     url = await fresh_database(arguments.database_url, "bench_generation")
     pool = await create_pool(url)
     async with pool.acquire() as connection:
@@ -135,8 +158,96 @@ async def main(arguments: argparse.Namespace) -> None:
         print(f"failed x{count}: {error}")
 
 
+async def scratch_pool(arguments: argparse.Namespace, name: str) -> asyncpg.Pool:
+    pool = await create_pool(await fresh_database(arguments.database_url, name))
+    async with pool.acquire() as connection:
+        await migrate.apply(connection)
+    return pool
+
+
+async def enqueue_mix(pool: asyncpg.Pool, jobs: int) -> None:
+    """Four replenish jobs to one user's, copy missions."""
+    limits = LIMITS.__class__(user_cap=1, max_pending=10_000, replenish_max_pending=10_000)
+    for index in range(jobs):
+        user = f"bench-user-{index}" if index % 5 == 4 else None
+        await enqueue(pool, user, domain="marketing-copy", limits=limits)
+
+
+async def cost_per_serve(
+    arguments: argparse.Namespace, stub: OpenAIStub, batch: Batching
+) -> tuple[float, int, int, dict[str, int]]:
+    """(USD per instance the missions made can serve, missions, serves, ledger calls per mode)."""
+    pool = await scratch_pool(arguments, f"bench_costs_{batch}")
+    model = stub_provider(stub, batch=batch)
+    try:
+        await enqueue_mix(pool, arguments.cost_jobs)
+        await BatchRig(pool, model, batch_size=arguments.cost_jobs).until_drained(turns=50)
+        spent = await pool.fetchval("SELECT sum(cost_usd) FROM llm_calls")
+        missions, serves = await pool.fetchrow("SELECT count(*), sum(max_serves) FROM missions")
+        modes = dict(await pool.fetch("SELECT mode, count(*) FROM llm_calls GROUP BY mode"))
+    finally:
+        await model.close()
+        await pool.close()
+    return float(spent) / serves, missions, serves, modes
+
+
+async def paid_per_call_under_deploy(
+    arguments: argparse.Namespace, stub: OpenAIStub, calls: Calls
+) -> tuple[float, int]:
+    """(calls paid per completed job's purpose and try, jobs completed) when every job's mission
+    call is under way at a deploy."""
+    pool = await scratch_pool(arguments, f"bench_deploy_{calls}")
+    model = stub_provider(stub, calls=calls, batch="off")
+    stub.response_seconds = stub.delay_seconds = 1.0
+    stub.plan(*["slow"] * arguments.deploy_jobs)  # chat completions: answered after the delay
+    try:
+        for _ in range(arguments.deploy_jobs):
+            await enqueue(pool, None, domain="marketing-copy")
+        stopping = BatchRig(pool, model)
+        await stopping.dispatcher.run_once()
+        while await pool.fetchval("SELECT count(*) FROM llm_calls") < arguments.deploy_jobs:
+            await asyncio.sleep(0.05)
+        # The deploy: the grace is over, the generations under way go back to the queue.
+        await stopping.dispatcher.stop()
+        await stopping.worker.release()
+        stub.response_seconds = stub.delay_seconds = 0.0
+        await BatchRig(pool, model).until_drained()
+        row = await pool.fetchrow(
+            """
+            SELECT count(*) FILTER (WHERE c.cost_usd > 0) AS paid,
+                   count(DISTINCT (c.job_id, c.purpose, c.try_number)) AS answered,
+                   count(DISTINCT c.job_id) AS jobs
+            FROM llm_calls c JOIN generation_jobs j ON j.id = c.job_id
+            WHERE j.status = 'completed'
+            """
+        )
+    finally:
+        await model.close()
+        await pool.close()
+    return row["paid"] / row["answered"], row["jobs"]
+
+
+async def costs(arguments: argparse.Namespace, stub: OpenAIStub) -> None:
+    off = await cost_per_serve(arguments, stub, "off")
+    on = await cost_per_serve(arguments, stub, "replenish")
+    print(f"\nmodel cost, {arguments.cost_jobs} jobs (4 replenish to 1 interactive), {MODEL}")
+    for name, (per_serve, missions, serves, modes) in (("batch off", off), ("batch on", on)):
+        print(
+            f"{name:<10} ${per_serve * 1000:.4f} per 1,000 served instances "
+            f"({missions} missions, {serves} serves; calls by mode {modes})"
+        )
+    print(f"batching on / off: {on[0] / off[0]:.2f}x the cost per served instance")
+    print(f"\nscripted deploy, {arguments.deploy_jobs} jobs with their mission calls under way")
+    for calls in ("direct", "background"):
+        per_call, jobs = await paid_per_call_under_deploy(arguments, stub, calls)
+        print(f"{calls:<10} {per_call:.2f} paid calls per purpose and try ({jobs} jobs completed)")
+
+
 if __name__ == "__main__":
     parser = database_parser(__doc__)
     parser.add_argument("--jobs", type=int, default=48)
     parser.add_argument("--cap", type=int, default=2)
+    parser.add_argument("--costs-only", action="store_true")
+    parser.add_argument("--cost-jobs", type=int, default=50)
+    parser.add_argument("--deploy-jobs", type=int, default=10)
     asyncio.run(main(parser.parse_args()))

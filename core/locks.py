@@ -38,6 +38,9 @@ LOCKS: dict[str, AdvisoryLock] = {
     "grading_dispatch": AdvisoryLock(
         (7, 0), "the grading claim counts what is running and claims, one dispatcher at a time"
     ),
+    "batch_leader": AdvisoryLock(
+        (8, 0), "one batch pass at a time submits the queued lines and polls the open batches"
+    ),
     "migrations": AdvisoryLock(
         0x77_61_72_6D,
         "processes starting together apply each migration once",  # "warm"

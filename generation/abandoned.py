@@ -1,7 +1,9 @@
 """Calls nobody will use, cancelled at the provider: a background response still under way whose
 job has ended (cancelled while it waited in the queue after a release, failed by the sweeper,
 deleted), or waits in the queue while the daily budget stops every claim. Each is booked once,
-at what the provider reports it cost (its ceiling without a report), as orphaned."""
+at what the provider reports it cost (its ceiling without a report), as orphaned. A batch line
+whose job has ended is settled the same way once its batch has answered it (a line cannot be
+cancelled alone), or never goes out if its batch has not."""
 
 from __future__ import annotations
 
@@ -23,9 +25,17 @@ PER_PASS = 50
 
 
 class AbandonedCalls:
-    def __init__(self, db: asyncpg.Pool, abandon: Abandon, *, budget: Budget | None) -> None:
+    def __init__(
+        self,
+        db: asyncpg.Pool,
+        abandon: Abandon,
+        *,
+        budget: Budget | None,
+        abandon_line: Abandon | None = None,
+    ) -> None:
         self._db = db
-        self._abandon = abandon
+        # Background responses by their id, and batch lines by their custom id.
+        self._abandon = {"background": abandon, "batch": abandon_line}
         self._budget = budget
 
     async def run_once(self, now: datetime | None = None) -> list[int]:
@@ -37,7 +47,8 @@ class AbandonedCalls:
         rows = await self._db.fetch(queries["llm_calls_open_of_abandoned_jobs"], stopped, PER_PASS)
         settled = []
         for row in rows:
-            record = await self._abandon(row["provider_id"])
+            abandon = self._abandon.get(row["mode"])
+            record = None if abandon is None else await abandon(row["provider_id"])
             if record is None:
                 continue
             call_id = await self._db.fetchval(

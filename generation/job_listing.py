@@ -40,6 +40,8 @@ class ListedJob(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None
     mission_id: int | None
     instance_id: int | None
+    # Pending, but waiting for this model call's line in a batch: no claim takes it meanwhile.
+    waiting_for_call: int | None
     # Its model calls, every attempt's, and what they cost.
     llm_calls: int
     cost_usd: float

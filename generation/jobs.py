@@ -35,6 +35,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     mission_id: str | None
     instance_id: str | None
     spend: Spend
+    # What a pending job waits for before a claim may take it: "batch", its model call's line
+    # in a batch at the provider; None when it waits only for its turn.
+    waiting_for: Literal["batch"] | None = None
 
 
 class ClaimedJob(msgspec.Struct, frozen=True, kw_only=True):
@@ -123,6 +126,7 @@ def _job(row: asyncpg.Record) -> Job:
         mission_id=_optional_id(row["mission_id"]),
         instance_id=_optional_id(row["instance_id"]),
         spend=spend_of(row),
+        waiting_for=None if row["waiting_for_call"] is None else "batch",
     )
 
 

@@ -12,6 +12,10 @@ id is stored on its row at once, and until the call has ended at the provider, a
 stops waiting for it (released, lost, cut off by an outage) leaves it open. The attempt that
 holds the job next takes it over (`take_over`) instead of paying for it again, and only the
 attempt holding it may settle it, once.
+
+A call may also go out as a line of a batch (`batched`): its row names the line's custom id,
+and the line, with the request it sends, is a row of its own until the batch answers it. The
+job's next attempt takes the call over as any other and settles it from the stored answer.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +34,7 @@ import asyncpg
 import msgspec
 
 from core.sql import DATABASE_ERRORS, Executor, Queries, outlasting_outages
+from generation.jobs import Lane
 from generation.spend import Spend, spend_of
 
 queries = Queries("generation")
@@ -87,6 +92,24 @@ class OpenCall:
     # Its answer is booked already (a usable one): reading it again settles nothing.
     settled: bool
     started_at: datetime
+    mode: Mode
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    """A batch line of a call, as the batch left it."""
+
+    status: Literal["queued", "batched", "answered", "failed"]
+    # answered: the response's body; failed: why, and whether another line may succeed.
+    answer: dict[str, object] | None
+    error: str | None
+    retryable: bool
+    # The lines of the same job, purpose and try that failed, this one included.
+    failures: int
+
+    @property
+    def under_way(self) -> bool:
+        return self.status in ("queued", "batched")
 
 
 class Ledger:
@@ -98,11 +121,14 @@ class Ledger:
         job_id: int,
         attempt: int,
         *,
+        lane: Lane = "interactive",
         start_patience_seconds: float = START_PATIENCE_SECONDS,
     ) -> None:
         self._db = db
         self.job_id = job_id
         self.attempt = attempt
+        # The job's lane: only the replenish lane's calls may wait for a batch.
+        self.lane = lane
         self._calls = 0
         self._start_patience = start_patience_seconds
 
@@ -146,14 +172,55 @@ class Ledger:
         """Store the provider's id of the call under way before waiting for its answer. Raises
         the outage's error when it could not be stored: then nobody can find the call again,
         and it is booked as a call without an id."""
+        await self._name(
+            record,
+            provider_id,
+            functools.partial(
+                self._db.execute, queries["llm_call_submitted"], record.call_id, provider_id
+            ),
+        )
+
+    async def batched(
+        self, record: CallRecord, custom_id: str, model: str, request: dict[str, object]
+    ) -> None:
+        """Write the call as a line of a batch, `custom_id` its provider id, sending `request`
+        to the batch's endpoint; raises as `submitted` does."""
+        await self._name(
+            record,
+            custom_id,
+            functools.partial(
+                self._db.execute,
+                queries["llm_call_batched"],
+                record.call_id,
+                custom_id,
+                self.job_id,
+                model,
+                request,
+            ),
+        )
+
+    async def batch_line(self, call: OpenCall) -> BatchLine:
+        """The batch line of a call taken over, as the batch left it."""
+        row = await outlasting_outages(
+            functools.partial(self._db.fetchrow, queries["batch_line_of_call"], call.call_id),
+            what=f"reading the batch line of call {call.call_id}",
+            patience_seconds=self._start_patience,
+        )
+        assert row is not None, f"call {call.call_id} of mode batch has no line"
+        return BatchLine(
+            status=row["status"],
+            answer=row["answer"],
+            error=row["error"],
+            retryable=row["retryable"],
+            failures=row["failures"],
+        )
+
+    async def _name(
+        self, record: CallRecord, provider_id: str, write: Callable[[], Awaitable[object]]
+    ) -> None:
         record.provider_id = provider_id
         store = asyncio.ensure_future(
-            outlasting_outages(
-                functools.partial(
-                    self._db.execute, queries["llm_call_submitted"], record.call_id, provider_id
-                ),
-                what=f"storing the provider's id of call {record.call_id}",
-            )
+            outlasting_outages(write, what=f"storing the provider's id of call {record.call_id}")
         )
         store.add_done_callback(functools.partial(_log_unstored, record.call_id))
         try:
@@ -187,6 +254,7 @@ class Ledger:
             provider_id=row["provider_id"],
             settled=row["outcome"] == "ok",
             started_at=row["started_at"],
+            mode=row["mode"],
         )
 
     @asynccontextmanager
@@ -270,13 +338,17 @@ class Ledger:
 
 
 class SpendByMode(msgspec.Struct, frozen=True, kw_only=True):
-    """The whole ledger by how its calls went out, and what taking calls over saved."""
+    """The whole ledger by how its calls went out, and what taking calls over and batching
+    them saved."""
 
     modes: dict[str, Spend]
     # Calls the next attempt of their job took over instead of paying again, and what paying
     # them again would have cost.
     resumed_calls: int
     saved_by_resumed_usd: float
+    # What the calls that went through a batch would have cost at the synchronous price, less
+    # what they cost.
+    saved_by_batch_usd: float
 
 
 @dataclass(frozen=True)
@@ -284,13 +356,17 @@ class LedgerTotals:
     # The whole ledger per outcome, 'started' included, and per mode.
     by_outcome: dict[str, Spend]
     by_mode: dict[str, Spend]
+    # The calls that went through a batch, per model.
+    batched_by_model: dict[str, Spend]
 
 
 async def totals(connection: Executor) -> LedgerTotals:
     rows = await connection.fetch(queries["llm_spend_by_outcome_and_mode"])
+    batched = await connection.fetch(queries["llm_spend_of_batches_by_model"])
     return LedgerTotals(
         by_outcome=_summed(rows, "outcome"),
         by_mode=_summed(rows, "mode"),
+        batched_by_model=_summed(batched, "model"),
     )
 
 
@@ -300,12 +376,13 @@ async def cost_by_domain(connection: Executor, domains: list[str]) -> dict[str, 
     return {row["domain"]: float(row["cost_usd"]) for row in rows}
 
 
-def spend_by_mode(totals: LedgerTotals) -> SpendByMode:
+def spend_by_mode(totals: LedgerTotals, *, saved_by_batch_usd: float) -> SpendByMode:
     modes = totals.by_mode
     return SpendByMode(
         modes=modes,
         resumed_calls=sum(spent.resumed_calls for spent in modes.values()),
         saved_by_resumed_usd=sum(spent.saved_usd for spent in modes.values()),
+        saved_by_batch_usd=saved_by_batch_usd,
     )
 
 

@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Protocol
 
+import asyncpg
+
 from core.domains import Domain
 from generation.drafts import MissionDraft, SabotageDraft
 from generation.ledger import CallRecord, Ledger
@@ -17,6 +19,27 @@ Abandon = Callable[[str], Awaitable[CallRecord | None]]
 
 class ProviderError(Exception):
     """A provider could not produce a usable answer; the message is shown on the job."""
+
+
+class CallDeferred(Exception):
+    """The call went out as a line of a batch (`call_id`, its ledger row): the job waits in the
+    queue, holding no slot, until the batch has answered it, and its next attempt reads it."""
+
+    def __init__(self, call_id: int) -> None:
+        super().__init__(f"call {call_id} waits for its batch")
+        self.call_id = call_id
+
+
+class Batches(Protocol):
+    """A provider's batches of calls: lines submitted and batches polled, one pass at a time
+    across processes."""
+
+    async def run_once(self) -> object: ...
+
+    async def abandon(self, provider_id: str) -> CallRecord | None:
+        """A line's call that no job will read, as a record to settle; None while its batch is
+        under way (it is asked again later)."""
+        ...
 
 
 class BugPlanter(Protocol):
@@ -53,6 +76,11 @@ class Provider(BugPlanter, Protocol):
     def abandon(self) -> Abandon | None:
         """Cancels at the provider a call that no job will use (generation/abandoned.py); None
         for a provider whose calls never outlive their worker."""
+        ...
+
+    def batch_lane(self, db: asyncpg.Pool, *, size: int, wait_seconds: float) -> Batches | None:
+        """The batches of this provider's calls (WARMPOOL_BATCH); None for a provider that
+        has none."""
         ...
 
     async def write_mission(self, domain: Domain, *, seed: int, ledger: Ledger) -> MissionDraft:

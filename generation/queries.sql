@@ -71,13 +71,15 @@ RETURNING id;
 
 -- name: job_view
 -- A job as the API shows it: its queue position follows the dispatch order of
--- job_claim_within_cap (interactive lane first, then fair_time, then id), and its spend sums
--- the ledger. With $2, only a job that key made.
+-- job_claim_within_cap (interactive lane first, then fair_time, then id), among the jobs a
+-- claim may take (not those waiting for a batch, which have none), and its spend sums the
+-- ledger. With $2, only a job that key made.
 SELECT j.id, j.status, j.lane, j.user_id, j.track, j.domain, j.attempt, j.created_at,
        j.started_at, j.finished_at, j.error, j.mission_id, j.instance_id, j.created_by,
-       CASE WHEN j.status = 'pending' THEN (
+       j.waiting_for_call,
+       CASE WHEN j.status = 'pending' AND j.waiting_for_call IS NULL THEN (
            SELECT count(*) FROM generation_jobs p
-           WHERE p.status = 'pending'
+           WHERE p.status = 'pending' AND p.waiting_for_call IS NULL
              AND ((p.lane = 'interactive' AND j.lane = 'replenish')
                   OR (p.lane = j.lane AND (p.fair_time, p.id) < (j.fair_time, j.id)))
        ) END AS queue_position,
@@ -143,7 +145,8 @@ RETURNING j.id;
 -- Before the sweeper fails them: a job whose worker stopped heartbeating (not one past the hard
 -- limit) that has a model call the provider may still hold, open or answered, goes back to the
 -- queue under a new attempt, which takes the call over instead of paying for it again; at most
--- until its attempt reaches $4, so a job that kills every worker ends failed. Locked in id
+-- until its attempt reaches $4, so a job that kills every worker ends failed. A claim after a
+-- batch answered the job's call spent an attempt without any death: not counted. Locked in id
 -- order, as jobs_fail_if_stale does.
 UPDATE generation_jobs
 SET status = 'pending', attempt = attempt + 1, worker_id = NULL, started_at = NULL,
@@ -153,7 +156,8 @@ WHERE id IN (
     WHERE j.status = 'generating'
       AND j.heartbeat_at < coalesce($3::timestamptz, now()) - $1::interval
       AND j.started_at >= coalesce($3::timestamptz, now()) - $2::interval
-      AND j.attempt < $4::int
+      AND j.attempt - (SELECT count(*) FROM llm_calls b
+                       WHERE b.job_id = j.id AND b.mode = 'batch') < $4::int
       AND EXISTS (
           SELECT 1 FROM llm_calls c
           WHERE c.job_id = j.id AND c.provider_id IS NOT NULL AND c.dropped_at IS NULL
@@ -187,22 +191,27 @@ WHERE id IN (
 RETURNING id, attempt, worker_id, error;
 
 -- name: jobs_fail_if_pending_expired
+-- Not a job that waits for a batch: the batch's own window bounds that wait, and a line it
+-- leaves unanswered is retried or fails the job.
 UPDATE generation_jobs
 SET status = 'failed', finished_at = coalesce($2::timestamptz, now()),
     error = 'waited in the queue longer than ' || $1::interval::text || ' without a free slot'
-WHERE status = 'pending' AND created_at < coalesce($2::timestamptz, now()) - $1::interval
+WHERE status = 'pending' AND waiting_for_call IS NULL
+  AND created_at < coalesce($2::timestamptz, now()) - $1::interval
 RETURNING id;
 
 -- name: jobs_requeue_if_owned_by_dead_process_with_open_call
 -- Before reconcile fails them: a dead process's job (as jobs_fail_if_owned_by_dead_process
 -- finds them) with a model call the provider may still hold goes back to the queue under a new
--- attempt, which takes the call over; at most until its attempt reaches $4.
+-- attempt, which takes the call over; at most until its attempt reaches $4, not counting the
+-- claims after a batch answered one of its calls (as jobs_requeue_if_stale_with_open_call).
 UPDATE generation_jobs j
 SET status = 'pending', attempt = j.attempt + 1, worker_id = NULL, started_at = NULL,
     heartbeat_at = NULL
 WHERE j.status = 'generating' AND j.worker_id = ANY($1::text[])
   AND j.heartbeat_at < coalesce($3::timestamptz, now()) - $2::interval
-  AND j.attempt < $4::int
+  AND j.attempt - (SELECT count(*) FROM llm_calls b
+                   WHERE b.job_id = j.id AND b.mode = 'batch') < $4::int
   AND EXISTS (
       SELECT 1 FROM llm_calls c
       WHERE c.job_id = j.id AND c.provider_id IS NOT NULL AND c.dropped_at IS NULL
@@ -248,6 +257,28 @@ RETURNING id, attempt;
 -- identity exactly, never by pattern.
 SELECT DISTINCT worker_id FROM generation_jobs WHERE status = 'generating';
 
+-- name: batch_lines_delete_ended_before
+-- Retention: the lines whose batch ended before $1, once their calls are settled and their
+-- jobs have ended (or are gone): their requests and answers are read by nobody any more, and
+-- the ledger keeps each call's row with its custom id. Oldest first, by primary key, in small
+-- batches, as jobs_delete_finished_before.
+DELETE FROM llm_batch_lines
+WHERE call_id = ANY(ARRAY(
+    SELECT l.call_id FROM llm_batch_lines l
+    LEFT JOIN generation_jobs j ON j.id = l.job_id
+    WHERE l.ended_at < $1::timestamptz
+      AND (j.id IS NULL OR j.status IN ('completed', 'failed', 'cancelled', 'awaiting_review'))
+      AND EXISTS (SELECT 1 FROM llm_calls c WHERE c.id = l.call_id AND c.finished_at IS NOT NULL)
+    ORDER BY l.ended_at
+    LIMIT $2::int
+));
+
+-- name: batches_delete_emptied_before
+-- The batches that ended before $1 and whose lines retention has deleted.
+DELETE FROM llm_batches b
+WHERE b.status = 'ended' AND b.ended_at < $1::timestamptz
+  AND NOT EXISTS (SELECT 1 FROM llm_batch_lines l WHERE l.batch_id = b.id);
+
 -- name: jobs_delete_finished_before
 -- Retention, in small batches so no long lock or bloat burst. Ledger rows stay. The batch's
 -- ids as an array, so each row is deleted by primary key (`id IN (subquery)` is planned as a
@@ -292,6 +323,43 @@ UPDATE llm_calls SET provider_id = $2::text
 WHERE id = $1::bigint AND finished_at IS NULL
 RETURNING id;
 
+-- name: llm_call_batched
+-- The call goes out as a line of a batch: the line is written with the request it sends, and
+-- the call's row names it by its custom id, in one statement; whoever holds the job next
+-- finds the call by it. Written again after an answer lost in an outage, it changes nothing.
+WITH line AS (
+    INSERT INTO llm_batch_lines (call_id, custom_id, job_id, model, request)
+    VALUES ($1::bigint, $2::text, $3::bigint, $4::text, $5::jsonb)
+    ON CONFLICT (call_id) DO NOTHING
+)
+UPDATE llm_calls SET provider_id = $2::text
+WHERE id = $1::bigint AND finished_at IS NULL
+RETURNING id;
+
+-- name: batch_line_of_call
+-- A call's batch line as its batch left it, with the count of the lines of the same job,
+-- purpose and try that failed (each is a try of that call).
+SELECT l.status, l.answer, l.error, l.retryable,
+       (SELECT count(*) FROM llm_batch_lines f
+        JOIN llm_calls fc ON fc.id = f.call_id
+        WHERE f.job_id = l.job_id AND f.status = 'failed'
+          AND fc.purpose = c.purpose AND fc.try_number = c.try_number) AS failures
+FROM llm_batch_lines l
+JOIN llm_calls c ON c.id = l.call_id
+WHERE l.call_id = $1::bigint;
+
+-- name: job_wait_for_call_if_generating
+-- The job's model call went out as a line of a batch: the job leaves its slot and goes back
+-- to the queue, pending but waiting for that call, so that no claim takes it until the line
+-- has ended; its reservation still counts against the budget. The attempt stays: the next
+-- claim counts one, and that attempt takes the call over. A line that ended meanwhile is
+-- caught by the next batch pass's wake-up (jobs_wake_if_line_ended).
+UPDATE generation_jobs
+SET status = 'pending', waiting_for_call = $3::bigint, worker_id = NULL, started_at = NULL,
+    heartbeat_at = NULL
+WHERE id = $1::bigint AND attempt = $2::int AND status = 'generating'
+RETURNING id;
+
 -- name: llm_call_take_over_if_generating
 -- An earlier attempt's call of this purpose and try that the provider may still hold (open,
 -- or settled with a usable answer, which reading again costs nothing): this attempt takes it
@@ -314,14 +382,18 @@ candidate AS (
     FOR UPDATE OF c
 ),
 taken AS (
-    UPDATE llm_calls c SET resumed_by_attempt = $2::int, resumed = c.resumed + 1
+    -- A batch call is always taken over by an attempt after the one that wrote it: that is how
+    -- its answer is read, not a call saved, so it counts no takeover.
+    UPDATE llm_calls c
+    SET resumed_by_attempt = $2::int,
+        resumed = c.resumed + CASE WHEN c.mode = 'batch' THEN 0 ELSE 1 END
     FROM candidate
     WHERE c.id = candidate.id AND coalesce(c.resumed_by_attempt, c.attempt) < $2::int
-    RETURNING c.id, c.provider_id, c.outcome, c.started_at
+    RETURNING c.id, c.provider_id, c.outcome, c.started_at, c.mode
 )
-SELECT id, provider_id, outcome, started_at FROM taken
+SELECT id, provider_id, outcome, started_at, mode FROM taken
 UNION ALL
-SELECT c.id, c.provider_id, c.outcome, c.started_at FROM llm_calls c, candidate
+SELECT c.id, c.provider_id, c.outcome, c.started_at, c.mode FROM llm_calls c, candidate
 WHERE c.id = candidate.id AND c.resumed_by_attempt = $2::int;
 
 -- name: llm_call_finish
@@ -366,14 +438,20 @@ RETURNING id;
 
 -- name: llm_calls_open_of_abandoned_jobs
 -- Calls still under way at the provider that their job will never use: it has ended (or was
--- deleted), or, while the budget stops every claim ($1), it waits in the queue. From the
--- partial index of open calls: a handful of rows.
-SELECT c.id, c.provider_id, c.job_id, j.attempt AS job_attempt
+-- deleted), or, while the budget stops every claim ($1), it waits in the queue; not a batch
+-- call then, whose answer is kept in its line at no cost and whose job's reservation holds.
+-- Nor a batch call whose batch is under way: a line cannot be cancelled alone, and such calls
+-- would take the pass's places until their batches end. From the partial index of open calls:
+-- a handful of rows.
+SELECT c.id, c.provider_id, c.mode, c.job_id, j.attempt AS job_attempt
 FROM llm_calls c
 LEFT JOIN generation_jobs j ON j.id = c.job_id
 WHERE c.provider_id IS NOT NULL AND c.finished_at IS NULL
   AND (j.id IS NULL OR j.status IN ('completed', 'failed', 'cancelled', 'awaiting_review')
-       OR (j.status = 'pending' AND $1::boolean))
+       OR (j.status = 'pending' AND $1::boolean AND c.mode <> 'batch'))
+  AND NOT EXISTS (
+      SELECT 1 FROM llm_batch_lines l WHERE l.call_id = c.id AND l.status = 'batched'
+  )
 ORDER BY c.id
 LIMIT $2::int;
 
@@ -455,7 +533,7 @@ page AS (
 )
 SELECT j.id, j.status, j.lane, j.user_id, j.track, j.domain, j.attempt, j.worker_id,
        j.created_at, j.started_at, j.heartbeat_at, j.finished_at, j.error, j.mission_id,
-       j.instance_id, spend.llm_calls, spend.cost_usd
+       j.instance_id, j.waiting_for_call, spend.llm_calls, spend.cost_usd
 FROM (SELECT * FROM page ORDER BY created_at DESC, id DESC LIMIT $5::int) j
 CROSS JOIN LATERAL (
     SELECT count(*) AS llm_calls, coalesce(sum(cost_usd), 0) AS cost_usd
@@ -550,6 +628,16 @@ FROM unnest($1::text[]) AS d(domain)
 LEFT JOIN llm_spend_by_domain t ON t.domain = d.domain
 GROUP BY d.domain;
 
+-- name: llm_spend_of_batches_by_model
+-- The calls that went through a batch, per model, from the per-day totals that the ledger's
+-- triggers keep (a few rows a day): what batching saved is priced per model.
+SELECT model, sum(llm_calls)::bigint AS llm_calls, sum(input_tokens)::bigint AS input_tokens,
+       sum(output_tokens)::bigint AS output_tokens, sum(cost_usd) AS cost_usd,
+       sum(resumed_calls)::bigint AS resumed_calls, sum(saved_usd) AS saved_usd
+FROM llm_spend_daily
+WHERE mode = 'batch'
+GROUP BY model;
+
 -- name: llm_spend_by_day
 -- The ledger per UTC day from $1 to $2, model, purpose, outcome ('started': under way, or
 -- its process died mid-call) and mode, from the totals that the ledger's triggers keep per day
@@ -602,3 +690,129 @@ ORDER BY name;
 -- The rows of workers that stopped long ago (a machine retired, a container replaced under a
 -- new host name): nobody takes their names any more.
 DELETE FROM workers WHERE heartbeat_at < $1::timestamptz;
+
+-- name: batch_leader_try_lock
+-- One batch pass at a time across all processes (submitting, polling, storing answers): a
+-- pass that cannot take this transaction lock is skipped, as another process runs one now.
+-- advisory lock: batch_leader (core/locks.py)
+SELECT pg_try_advisory_xact_lock(8, 0);
+
+-- name: jobs_wake_if_line_ended
+-- The jobs waiting for a call whose batch line has ended (answered or failed) may be claimed
+-- again, their reservation with them. Every pass runs it, so a job that began waiting after
+-- its line had ended is woken too. From the partial index of waiting jobs: a handful of rows.
+UPDATE generation_jobs j SET waiting_for_call = NULL
+FROM llm_batch_lines l
+WHERE j.status = 'pending' AND j.waiting_for_call IS NOT NULL
+  AND l.call_id = j.waiting_for_call AND l.status IN ('answered', 'failed')
+RETURNING j.id;
+
+-- name: batch_insert_of_due_lines
+-- A batch of the queued lines of one model, oldest first, at most $1 of them, once that model
+-- has a full batch or its oldest line has waited $2: the lines are taken and the batch's row
+-- written in one statement, so a line goes into one batch only. The lines are locked first:
+-- a line cancelled meanwhile (its job ended) stays out of every batch.
+WITH due AS (
+    SELECT model FROM llm_batch_lines
+    WHERE status = 'queued'
+    GROUP BY model
+    HAVING count(*) >= $1::int OR min(created_at) <= coalesce($3::timestamptz, now()) - $2::interval
+    ORDER BY min(created_at)
+    LIMIT 1
+),
+chosen AS (
+    SELECT l.call_id FROM llm_batch_lines l, due
+    WHERE l.status = 'queued' AND l.model = due.model
+    ORDER BY l.created_at, l.call_id
+    LIMIT $1::int
+    FOR UPDATE OF l SKIP LOCKED
+),
+batch AS (
+    INSERT INTO llm_batches (model, lines)
+    SELECT due.model, (SELECT count(*) FROM chosen) FROM due
+    WHERE EXISTS (SELECT 1 FROM chosen)
+    RETURNING id
+),
+taken AS (
+    UPDATE llm_batch_lines l SET status = 'batched', batch_id = batch.id
+    FROM batch, chosen
+    WHERE l.call_id = chosen.call_id
+    RETURNING l.call_id
+)
+SELECT id FROM batch;
+
+-- name: batches_submitting
+-- Batches whose lines are chosen but that the provider may not hold yet: a pass that died
+-- before storing the provider's id (or could not reach the provider) finds them here.
+SELECT id, model, input_file_id FROM llm_batches
+WHERE status = 'submitting'
+ORDER BY id;
+
+-- name: batch_lines_of_batch
+SELECT custom_id, request FROM llm_batch_lines
+WHERE batch_id = $1::bigint
+ORDER BY call_id;
+
+-- name: batch_file_uploaded
+UPDATE llm_batches SET input_file_id = $2::text WHERE id = $1::bigint AND status = 'submitting';
+
+-- name: batch_submitted_if_submitting
+UPDATE llm_batches
+SET status = 'submitted', provider_batch_id = $2::text, provider_status = $3::text,
+    submitted_at = now()
+WHERE id = $1::bigint AND status = 'submitting'
+RETURNING id;
+
+-- name: batches_submitted
+SELECT id, provider_batch_id FROM llm_batches
+WHERE status = 'submitted'
+ORDER BY id;
+
+-- name: batch_progress
+UPDATE llm_batches
+SET provider_status = $2::text, completed_lines = $3::int, failed_lines = $4::int
+WHERE id = $1::bigint AND status = 'submitted';
+
+-- name: batch_lines_end_if_batched
+-- What the batch did with each of its lines: answered (the response's body) or failed (why,
+-- and whether another line may succeed). Only lines still batched: stored once.
+UPDATE llm_batch_lines l
+SET status = ended.status, answer = ended.answer::jsonb, error = ended.error,
+    retryable = ended.retryable, ended_at = now()
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[])
+    AS ended(custom_id, status, answer, error, retryable)
+WHERE l.batch_id = $1::bigint AND l.custom_id = ended.custom_id AND l.status = 'batched'
+RETURNING l.call_id;
+
+-- name: batch_end_unless_ended
+UPDATE llm_batches
+SET status = 'ended', provider_status = $2::text, completed_lines = $3::int,
+    failed_lines = $4::int, error = $5::text, ended_at = now()
+WHERE id = $1::bigint AND status <> 'ended'
+RETURNING id;
+
+-- name: batch_line_of_custom_id
+SELECT l.status, l.answer, l.error FROM llm_batch_lines l
+WHERE l.custom_id = $1::text;
+
+-- name: batch_line_cancel_if_queued
+-- A line whose job ended before its batch went out: it never goes out.
+UPDATE llm_batch_lines
+SET status = 'failed', error = $2::text, ended_at = now()
+WHERE custom_id = $1::text AND status = 'queued'
+RETURNING call_id;
+
+-- name: batches_open
+-- The batches not yet ended, for `warmpool status` and the pool's figures: a handful of rows,
+-- from their partial index.
+SELECT id, model, lines, provider_batch_id, coalesce(provider_status, status) AS status,
+       completed_lines, failed_lines, created_at
+FROM llm_batches
+WHERE status <> 'ended'
+ORDER BY id;
+
+-- name: batch_lines_waiting
+-- The lines not yet in a batch and the jobs waiting for a line, from their partial indexes.
+SELECT (SELECT count(*) FROM llm_batch_lines WHERE status = 'queued') AS queued_lines,
+       (SELECT count(*) FROM generation_jobs
+        WHERE status = 'pending' AND waiting_for_call IS NOT NULL) AS waiting_jobs;

@@ -8,9 +8,9 @@ import functools
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import asyncpg
 
@@ -19,10 +19,12 @@ from generation.claims import fenced, heartbeat
 from generation.finisher import Ending, Failed, Finisher
 from generation.jobs import ClaimedJob
 from generation.ledger import JobLost, Ledger
+from generation.provider import CallDeferred
 from generation.sweeper import REQUEUE_ATTEMPTS_BELOW
 
 queries = Queries("generation")
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # How long a job's writes wait out a database outage before the worker gives up on them:
 # starting a model call, writing the job's end (then the job goes back to the queue: heartbeats
@@ -116,10 +118,19 @@ class Worker:
     async def _generate(self, job: ClaimedJob) -> Ending | None:
         """The generation's ending, or None when the job is no longer this attempt's to end."""
         try:
-            ledger = Ledger(self._db, job.id, job.attempt, start_patience_seconds=self._patience)
+            ledger = Ledger(
+                self._db,
+                job.id,
+                job.attempt,
+                lane=job.lane,
+                start_patience_seconds=self._patience,
+            )
             return await self._generator.generate(job, ledger)
         except JobLost:
             _log_lost_race(job, "a model call")
+            return None
+        except CallDeferred as deferred:
+            await self._wait_for_batch(job, deferred.call_id)
             return None
         except GenerationFailed as error:
             log.info(
@@ -165,22 +176,57 @@ class Worker:
     async def _give_back(self, job: ClaimedJob) -> None:
         """Release one job whose generation cannot end here. If even that fails, the job leaves
         this worker anyway: no heartbeat vouches for it, and the sweeper frees its slot."""
+        await self._leave(
+            job,
+            functools.partial(self._release, [job]),
+            "give it back to the queue, the sweeper will fail it",
+        )
+
+    async def _wait_for_batch(self, job: ClaimedJob, call_id: int) -> None:
+        """Give the job back to wait, off every slot, for the batch line of `call_id`. Should
+        that fail, the sweeper gives it back with its call to take over."""
+        waiting = await self._leave(
+            job,
+            functools.partial(
+                self._db.fetchval,
+                queries["job_wait_for_call_if_generating"],
+                job.id,
+                job.attempt,
+                call_id,
+            ),
+            "give it back to wait for its batch, the sweeper will",
+        )
+        if waiting is None:
+            _log_lost_race(job, "waiting for its batch")
+            return
+        log.info(
+            "job %s attempt %s waits for call %s in a batch, off its slot",
+            job.id,
+            job.attempt,
+            call_id,
+            extra=self._fields(job),
+        )
+
+    async def _leave(
+        self, job: ClaimedJob, write: Callable[[], Awaitable[T]], failing: str
+    ) -> T | None:
+        """Write how the job leaves this worker, waiting out an outage within the patience;
+        None when it could not be written: no heartbeat vouches for the job from here on."""
         self._ending.add(_held(job))
         try:
-            await outlasting_outages(
-                functools.partial(self._release, [job]),
-                what=f"giving job {job.id} back",
-                patience_seconds=self._patience,
+            return await outlasting_outages(
+                write, what=f"job {job.id} leaving its worker", patience_seconds=self._patience
             )
         except DATABASE_ERRORS as error:
             log.error(  # noqa: TRY400 (an outage, not a bug)
-                "job %s attempt %s: could not give it back to the queue, the sweeper will fail "
-                "it: %s",
+                "job %s attempt %s: could not %s: %s",
                 job.id,
                 job.attempt,
+                failing,
                 error,
                 extra=self._fields(job),
             )
+            return None
 
     def _fields(self, job: ClaimedJob) -> dict[str, object]:
         return {**job.log_fields(), "worker_id": self.id}

@@ -12,6 +12,9 @@ import msgspec
 from core.domains import DomainMap
 from core.sql import Executor, Queries
 from generation import domain_jobs, ledger, registry
+from generation.openai import prices
+from generation.openai.batches import OpenBatches, open_batches
+from generation.openai.prices import PriceTable
 from generation.registry import DisabledReason
 from pool.forecast import (
     HISTORY,
@@ -82,9 +85,10 @@ class PoolStats(msgspec.Struct, frozen=True):
 
 
 class PoolView(PoolStats, frozen=True):
-    """The pool with what its generations cost."""
+    """The pool with what its generations cost, and its batches under way."""
 
     spend: ledger.SpendByMode
+    batches: OpenBatches
 
 
 async def count(
@@ -166,13 +170,19 @@ async def read(
     *,
     heartbeat_timeout: timedelta,
     now: datetime | None = None,
+    price_table: PriceTable | None = None,
 ) -> PoolView:
-    """The pool; a worker is live while its heartbeat is younger than `heartbeat_timeout`."""
+    """The pool; a worker is live while its heartbeat is younger than `heartbeat_timeout`.
+    What batching saved is priced from `price_table` (the built-in prices without one)."""
     counted = await count(connection, domain_map, now)
     fleet = await registry.live(connection, heartbeat_timeout=heartbeat_timeout, now=now)
     described = describe(domain_map, counted, fleet)
-    spend = ledger.spend_by_mode(await ledger.totals(connection))
-    return PoolView(domains=described.domains, spend=spend)
+    totals = await ledger.totals(connection)
+    table = price_table or prices.load()
+    spend = ledger.spend_by_mode(
+        totals, saved_by_batch_usd=table.batch_savings(totals.batched_by_model)
+    )
+    return PoolView(domains=described.domains, spend=spend, batches=await open_batches(connection))
 
 
 def _domain_pool(

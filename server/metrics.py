@@ -32,6 +32,7 @@ from core.sql import Connection
 from generation import gradings, ledger, queue_stats
 from generation.budget import Budget, BudgetStatus
 from generation.ledger import Outcome
+from generation.openai import prices
 from generation.queue_stats import LaneStats, QueueStats
 from generation.spend import Spend
 from pool import stats
@@ -228,6 +229,31 @@ BUDGET_GAUGES: Sequence[Figure[BudgetStatus]] = (
 )
 
 
+BATCH_GAUGES: Sequence[Figure[stats.PoolView]] = (
+    Figure(
+        "warmpool_llm_batch_saved_usd",
+        "what the model calls that went through a batch would have cost at their models' "
+        "synchronous prices, less what they cost, in US dollars (WARMPOOL_BATCH)",
+        lambda pool: pool.spend.saved_by_batch_usd,
+    ),
+    Figure(
+        "warmpool_batches_open",
+        "batches being submitted or under way at the provider",
+        lambda pool: len(pool.batches.batches),
+    ),
+    Figure(
+        "warmpool_batch_lines_queued",
+        "model calls written as batch lines, waiting for a batch to go out in",
+        lambda pool: pool.batches.queued_lines,
+    ),
+    Figure(
+        "warmpool_jobs_waiting_for_batch",
+        "jobs waiting in the queue, off every slot, for their batch line to be answered",
+        lambda pool: pool.batches.waiting_jobs,
+    ),
+)
+
+
 GRADING_GAUGES: Sequence[Figure[gradings.InFlight]] = (
     Figure(
         "warmpool_gradings_pending",
@@ -271,7 +297,7 @@ PASS_TIMES = Figure[gradings.PassTimes](
 @dataclass(frozen=True)
 class Snapshot:
     queue: QueueStats
-    pool_stats: stats.PoolStats
+    pool_stats: stats.PoolView
     spend: ledger.LedgerTotals
     signals: dict[str, gradings.DomainSignals]
     pass_times: dict[str, gradings.PassTimes]
@@ -291,7 +317,10 @@ async def read_snapshot(
                 budget=budget,
             ),
             pool_stats=await stats.read(
-                connection, domain_map, heartbeat_timeout=settings.heartbeat_timeout
+                connection,
+                domain_map,
+                heartbeat_timeout=settings.heartbeat_timeout,
+                price_table=prices.load(settings.prices_file),
             ),
             spend=await ledger.totals(connection),
             gradings=await gradings.in_flight(connection),
@@ -341,6 +370,7 @@ class Scrape:
             each: snapshot.spend.by_mode.get(each, NOTHING_SPENT) for each in ledger.MODES
         }
         yield from _per_label(CounterMetricFamily, "mode", modes, MODE_COUNTERS)
+        yield from _unlabelled(snapshot.pool_stats, BATCH_GAUGES)
         if snapshot.queue.budget is not None:
             yield from _unlabelled(snapshot.queue.budget, BUDGET_GAUGES)
         yield from _unlabelled(snapshot.gradings, GRADING_GAUGES)

@@ -22,7 +22,7 @@ from generation.abandoned import AbandonedCalls
 from generation.budget import Budget
 from generation.dispatcher import NOTIFY_CHANNEL, Dispatcher
 from generation.metrics import QueueMetrics
-from generation.provider import Abandon
+from generation.provider import Abandon, Batches
 from generation.registry import Capabilities, Registration
 from generation.retention import Retention
 from generation.sweeper import Sweeper
@@ -55,6 +55,7 @@ class WorkerRuntime:
         metrics: QueueMetrics | None = None,
         budget: Budget | None = None,
         abandon: Abandon | None = None,
+        batches: Batches | None = None,
     ) -> None:
         self._database_url = database_url
         self._settings = settings
@@ -91,7 +92,19 @@ class WorkerRuntime:
         self.retention = Retention(db, keep_for=timedelta(seconds=settings.job_retention_seconds))
         self.session_retention = SessionRetention(db)
         # Cancels at the provider the calls no job will use; only with a provider that has any.
-        self.abandoned = None if abandon is None else AbandonedCalls(db, abandon, budget=budget)
+        self.abandoned = (
+            None
+            if abandon is None
+            else AbandonedCalls(
+                db,
+                abandon,
+                budget=budget,
+                abandon_line=None if batches is None else batches.abandon,
+            )
+        )
+        # Submits the batch lines and polls their batches; every worker schedules its pass, the
+        # leader lock runs one at a time.
+        self.batches = batches
         # Every worker schedules replenishment passes; the leader lock runs one at a time.
         self.replenisher = replenisher
         self._scheduler = AsyncIOScheduler(timezone=UTC)
@@ -114,6 +127,9 @@ class WorkerRuntime:
         if self.abandoned is not None:
             cancel = _retried(self.abandoned.run_once, "cancelling abandoned calls")
             self._schedule(cancel, self._settings.tick_seconds, **every)
+        if self.batches is not None:
+            batch_pass = _retried(self.batches.run_once, "batch pass")
+            self._schedule(batch_pass, self._settings.tick_seconds, next_run_time=now, **every)
         if self.replenisher is not None:
             self._schedule(
                 _retried(self.replenisher.run_once, "replenishment pass"),
@@ -258,6 +274,9 @@ async def running_worker(
             metrics=metrics,
             budget=spend_budget(settings, chosen.provider),
             abandon=chosen.provider.abandon,
+            batches=chosen.provider.batch_lane(
+                db, size=settings.batch_size, wait_seconds=settings.batch_wait_seconds
+            ),
         )
         await runtime.start()
         try:

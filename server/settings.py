@@ -51,6 +51,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # How model calls go out: background responses that outlive their worker, or requests
     # answered on their connection.
     openai_calls: Literal["background", "direct"] = "background"
+    # The replenish lane's model calls as lines of a batch, at the Batch API's price ("replenish"),
+    # or as every other call ("off"). A batch goes out once it holds batch_size lines or its
+    # oldest line has waited batch_wait_seconds.
+    batch: Literal["off", "replenish"] = "off"
+    batch_size: Annotated[int, msgspec.Meta(ge=1, le=50_000)] = 50
+    batch_wait_seconds: Seconds = 60.0
     prices_file: Path | None = None
     offline_delay_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     # USD the model may cost per UTC day, all workers together; unset: no budget.
@@ -157,6 +163,18 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "WARMPOOL_MODEL": ("model", "a model name"),
     "WARMPOOL_OPENAI_TIMEOUT_SECONDS": ("openai_timeout_seconds", "a number of seconds above 0"),
     "WARMPOOL_OPENAI_CALLS": ("openai_calls", "background or direct"),
+    "WARMPOOL_BATCH": (
+        "batch",
+        "off, or replenish (the replenish lane's model calls go through the Batch API)",
+    ),
+    "WARMPOOL_BATCH_SIZE": (
+        "batch_size",
+        "a whole number from 1 to 50000 (lines per batch)",
+    ),
+    "WARMPOOL_BATCH_WAIT_SECONDS": (
+        "batch_wait_seconds",
+        "a number of seconds above 0 (how long a line waits for its batch to fill)",
+    ),
     "WARMPOOL_PRICES_FILE": ("prices_file", "the path of a YAML file of model prices"),
     "WARMPOOL_OFFLINE_DELAY_SECONDS": ("offline_delay_seconds", "a number of seconds, 0 or more"),
     "WARMPOOL_DAILY_BUDGET_USD": ("daily_budget_usd", "a number of US dollars above 0"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from core import domains
 from core.sql import Connection
 from generation import queue_stats
+from generation.openai import prices
 from generation.registry import explained
 from pool import stats
 from server.settings import Settings
@@ -25,11 +26,22 @@ POOL_COLUMNS = (
     ("enabled", ">7"),
 )
 
+BATCH_COLUMNS = ("batch", "provider id", "status", "lines", "done", "failed")
+BATCH_ALIGN = (">6", "<34", "<12", ">5", ">5", ">6")
+
 
 async def print_status(connection: Connection, settings: Settings) -> None:
     await _print_queue(connection, settings)
     print()
-    await _print_pool(connection, settings)
+    pool_stats = await stats.read(
+        connection,
+        domains.load(settings.domain_map),
+        heartbeat_timeout=settings.heartbeat_timeout,
+        price_table=prices.load(settings.prices_file),
+    )
+    _print_pool(pool_stats)
+    print()
+    _print_batches(pool_stats)
 
 
 async def _print_queue(connection: Connection, settings: Settings) -> None:
@@ -46,10 +58,7 @@ async def _print_queue(connection: Connection, settings: Settings) -> None:
         print(f"{name:<12} {lane.pending:>8} {lane.generating:>11} {age:>15}")
 
 
-async def _print_pool(connection: Connection, settings: Settings) -> None:
-    pool_stats = await stats.read(
-        connection, domains.load(settings.domain_map), heartbeat_timeout=settings.heartbeat_timeout
-    )
+def _print_pool(pool_stats: stats.PoolView) -> None:
     print("pool (supply: approved missions expected once review and generations are done)")
     print(" ".join(f"{title:{align}}" for title, align in POOL_COLUMNS))
     for each in pool_stats.domains:
@@ -72,6 +81,30 @@ async def _print_pool(connection: Connection, settings: Settings) -> None:
         aligned = zip(cells, (align for _, align in POOL_COLUMNS), strict=True)
         print(" ".join(f"{cell:{align}}" for cell, align in aligned))
     _print_disabled(pool_stats)
+
+
+def _print_batches(pool_stats: stats.PoolView) -> None:
+    """The batches under way, and what batching and taking calls over saved."""
+    lane, spend = pool_stats.batches, pool_stats.spend
+    print(
+        f"batches: {len(lane.batches)} open, {lane.queued_lines} line(s) waiting to go out, "
+        f"{lane.waiting_jobs} job(s) waiting for a line; saved ${spend.saved_by_batch_usd:.2f} "
+        f"by batching and ${spend.saved_by_resumed_usd:.2f} by {spend.resumed_calls} call(s) "
+        "taken over"
+    )
+    rows = [
+        (
+            each.id,
+            each.provider_batch_id or "-",
+            each.status,
+            each.lines,
+            each.completed_lines,
+            each.failed_lines,
+        )
+        for each in lane.batches
+    ]
+    for cells in [BATCH_COLUMNS, *rows] if rows else []:
+        print(" ".join(f"{cell:{align}}" for cell, align in zip(cells, BATCH_ALIGN, strict=True)))
 
 
 def _print_disabled(pool_stats: stats.PoolStats) -> None:

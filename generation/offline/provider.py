@@ -11,6 +11,8 @@ import asyncio
 import random
 from decimal import Decimal
 
+import asyncpg
+
 from core.domains import Domain
 from generation.drafts import MissionDraft, SabotageDraft
 from generation.ledger import Ledger
@@ -31,6 +33,9 @@ class OfflineProvider:
 
     def worst_case_cost_usd(self, calls: int) -> Decimal:
         return Decimal(0)
+
+    def batch_lane(self, db: asyncpg.Pool, *, size: int, wait_seconds: float) -> None:
+        return None
 
     async def close(self) -> None:
         return

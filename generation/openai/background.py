@@ -12,6 +12,7 @@ again; only creating one is paid, and that is retried only when it is known not 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -26,7 +27,7 @@ from core.sql import DATABASE_ERRORS
 from generation.ledger import CallRecord, Ledger, OpenCall, Purpose, book_at_ceiling
 from generation.openai.answers import AnswerFormat, UnusableAnswer
 from generation.openai.failures import RetryPolicy, book_failed_request
-from generation.openai.prices import Price
+from generation.openai.prices import Rates
 from generation.provider import ProviderError
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class BackgroundCalls:
         *,
         provider: str,
         model: str,
-        price: Price,
+        price: Rates,
         ceiling_usd: Decimal,
         max_answer_tokens: int,
         timeout_seconds: float,
@@ -66,7 +67,7 @@ class BackgroundCalls:
         _ = client.responses
         Response.model_rebuild()
 
-    async def ask(
+    async def create(
         self,
         purpose: Purpose,
         try_number: int,
@@ -77,11 +78,7 @@ class BackgroundCalls:
         seed: int,
         ledger: Ledger,
     ) -> Draft:
-        taken = await ledger.take_over(purpose, try_number)
-        if taken is not None:
-            resumed = await self._resume(taken, answer, accept, ledger)
-            if resumed is not None:
-                return resumed
+        """A new call, paid for, awaited until it ends."""
         tries = 0
         while True:
             tries += 1
@@ -93,22 +90,23 @@ class BackgroundCalls:
                 mode="background",
                 try_number=try_number,
             ) as record:
-                try:
-                    created = await self._client.responses.create(
+                creating = asyncio.ensure_future(
+                    self._client.responses.create(
                         model=self._model,
                         input=prompt,
                         text={"format": answer.text_format()},
                         background=True,
                         store=True,
                         max_output_tokens=self._max_answer_tokens,
-                        metadata={
-                            "job_id": str(ledger.job_id),
-                            "attempt": str(ledger.attempt),
-                            "purpose": purpose,
-                            "try": str(try_number),
-                            "seed": str(seed),
-                        },
+                        metadata=call_metadata(ledger, purpose, try_number, seed),
                     )
+                )
+                creating.add_done_callback(_retrieved)
+                try:
+                    created = await asyncio.shield(creating)
+                except asyncio.CancelledError:
+                    await self._name_once_created(creating, record, ledger)
+                    raise
                 except openai.APIError as error:
                     failure = book_failed_request(
                         error,
@@ -129,10 +127,27 @@ class BackgroundCalls:
                         record.outcome = "failed"
                         record.error = _dropped(created.id)
                         raise ProviderError(record.error)
-                    return self._read(response, record, answer, accept)
+                    return read_answer(response, record, answer, accept, self._price)
             await self._retry.sleep(self._retry.wait(failure, tries))
 
-    async def _resume(
+    async def _name_once_created(
+        self, creating: asyncio.Future[Response], record: CallRecord, ledger: Ledger
+    ) -> None:
+        """The generation was stopped (released at a deploy) while the provider was creating
+        its response: the response may exist and bill, so its id, once the provider names it,
+        is stored, leaving the call open for the job's next attempt instead of paid again.
+        Without an id (the request failed, or a second stop cut the wait), it is booked as a
+        call that may have billed."""
+        try:
+            created = await asyncio.wait_for(
+                asyncio.shield(creating), self._timeout.total_seconds()
+            )
+        except (openai.APIError, TimeoutError, asyncio.CancelledError):
+            return
+        with contextlib.suppress(*DATABASE_ERRORS):
+            await ledger.submitted(record, created.id)
+
+    async def answered(
         self,
         taken: OpenCall,
         answer: AnswerFormat[Draft],
@@ -157,7 +172,7 @@ class BackgroundCalls:
             extra=fields,
         )
         async with ledger.resumed(taken, ceiling_usd=self._ceiling) as record:
-            return self._read(response, record, answer, accept)
+            return read_answer(response, record, answer, accept, self._price)
 
     async def _wait(self, response_id: str, deadline: datetime) -> Response | None:
         """The response once it has ended (cancelled at the provider once the deadline has
@@ -208,25 +223,39 @@ class BackgroundCalls:
         book_at_ceiling(record, self._ceiling)
         return record
 
-    def _read(
-        self,
-        response: Response,
-        record: CallRecord,
-        answer: AnswerFormat[Draft],
-        accept: Callable[[Draft], Draft],
-    ) -> Draft:
-        settle(response, record, self._price)
-        if record.outcome is not None:
-            assert record.error is not None
-            raise ProviderError(record.error)
-        try:
-            return accept(answer.read_response(response))
-        except UnusableAnswer as unusable:
-            record.outcome, record.error = unusable.outcome, str(unusable)
-            raise ProviderError(str(unusable)) from None
+
+def call_metadata(ledger: Ledger, purpose: Purpose, try_number: int, seed: int) -> dict[str, str]:
+    """What a response is tagged with at the provider: whose call it is."""
+    return {
+        "job_id": str(ledger.job_id),
+        "attempt": str(ledger.attempt),
+        "purpose": purpose,
+        "try": str(try_number),
+        "seed": str(seed),
+    }
 
 
-def settle(response: Response, record: CallRecord, price: Price) -> None:
+def read_answer(
+    response: Response,
+    record: CallRecord,
+    answer: AnswerFormat[Draft],
+    accept: Callable[[Draft], Draft],
+    rates: Rates,
+) -> Draft:
+    """The draft an ended response answers, its cost at `rates` on `record`; ProviderError,
+    with the outcome on `record`, when it has none to use."""
+    settle(response, record, rates)
+    if record.outcome is not None:
+        assert record.error is not None
+        raise ProviderError(record.error)
+    try:
+        return accept(answer.read_response(response))
+    except UnusableAnswer as unusable:
+        record.outcome, record.error = unusable.outcome, str(unusable)
+        raise ProviderError(str(unusable)) from None
+
+
+def settle(response: Response, record: CallRecord, price: Rates) -> None:
     """What an ended response cost, and its outcome when it has no answer to read."""
     usage = response.usage
     if usage is not None:
@@ -242,6 +271,12 @@ def settle(response: Response, record: CallRecord, price: Price) -> None:
 
 
 _CANCELLED = "the response was cancelled at the provider before it ended"
+
+
+def _retrieved(creating: asyncio.Future[Response]) -> None:
+    """A creation nobody waits for any more (a second stop cut the wait) ends unobserved."""
+    if not creating.cancelled():
+        creating.exception()
 
 
 def _dropped(response_id: str) -> str:

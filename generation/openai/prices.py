@@ -16,6 +16,8 @@ from pathlib import Path
 import msgspec
 import yaml
 
+from generation.spend import Spend
+
 BUILT_IN = "generation/openai/prices.yaml"
 TOKENS_PER_PRICE = 1_000_000
 # The ledger's precision (llm_calls.cost_usd is numeric(14, 6)), rounded as Postgres rounds.
@@ -28,7 +30,7 @@ class PriceError(ValueError):
     """The price table cannot be read, or lacks the configured model."""
 
 
-class Price(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Rates(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """USD per 1M input tokens, and per 1M output tokens."""
 
     input: Decimal
@@ -41,6 +43,12 @@ class Price(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
         usd = (self.input * input_tokens + self.output * output_tokens) / TOKENS_PER_PRICE
         return usd.quantize(LEDGER_PRECISION, rounding=ROUND_HALF_UP)
+
+
+class Price(Rates, frozen=True, forbid_unknown_fields=True):
+    """A model's synchronous rates, and its rates through the Batch API when it has any."""
+
+    batch: Rates | None = None
 
 
 class PriceTable:
@@ -57,6 +65,31 @@ class PriceTable:
                 "tokens>}` in a YAML file and name that file in WARMPOOL_PRICES_FILE"
             )
         return price
+
+    def batch_savings(self, batched_by_model: Mapping[str, Spend]) -> float:
+        """What calls that went through a batch would have cost at their models' synchronous
+        prices, less what they cost; a model without a price here saved nothing known."""
+        saved = Decimal(0)
+        for model, spent in batched_by_model.items():
+            try:
+                price = self.for_model(model)
+            except PriceError:
+                continue
+            saved += price.cost(spent.input_tokens, spent.output_tokens)
+            saved -= Decimal(str(spent.cost_usd))
+        return float(saved)
+
+    def batch_for_model(self, model: str) -> Rates:
+        """The configured model's rates through the Batch API."""
+        rates = self.for_model(model).batch
+        if rates is None:
+            raise PriceError(
+                f"no batch price for model {model!r} in {' or '.join(self._sources)}, which "
+                "WARMPOOL_BATCH=replenish needs: give its entry `batch: {input: <USD per 1M "
+                "input tokens>, output: <USD per 1M output tokens>}` in the file named by "
+                "WARMPOOL_PRICES_FILE, or set WARMPOOL_BATCH=off"
+            )
+        return rates
 
 
 @functools.cache
@@ -83,6 +116,6 @@ def _parse(text: str, source: str) -> dict[str, Price]:
         return msgspec.convert(document, dict[str, Price])
     except msgspec.ValidationError as error:
         raise PriceError(
-            f"{source}: expected entries like `gpt-4o: {{input: 2.50, output: 10.00}}` "
-            f"(USD per 1M tokens): {error}"
+            f"{source}: expected entries like `gpt-4o: {{input: 2.50, output: 10.00, batch: "
+            f"{{input: 1.25, output: 5.00}}}}` (USD per 1M tokens; batch optional): {error}"
         ) from None

@@ -4,7 +4,8 @@ Each try of a call is a ledger row under the job's attempt, written before the r
 out. The SDK's own retries are off (it would retry read timeouts and every 5xx, which may
 have billed); ours retry only what is known not to have billed (see failures.py). Calls go out
 as background responses that outlive their worker (background.py, WARMPOOL_OPENAI_CALLS
-`background`), or as chat completions answered on their connection (`direct`).
+`background`), or as chat completions answered on their connection (`direct`); those of the
+replenish lane, with WARMPOOL_BATCH `replenish`, as lines of a batch (batch_calls.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Literal, TypeVar
 
+import asyncpg
 import msgspec
 import openai
 from openai.types.chat import ChatCompletion
@@ -24,8 +26,10 @@ from generation.ledger import CallRecord, Ledger, Purpose
 from generation.openai import checks, prompting
 from generation.openai.answers import AnswerFormat, UnusableAnswer
 from generation.openai.background import BackgroundCalls
+from generation.openai.batch_calls import BatchCalls
+from generation.openai.batches import BatchLane
 from generation.openai.failures import RetryPolicy, book_failed_request
-from generation.openai.prices import Price, PriceTable
+from generation.openai.prices import PriceTable, Rates
 from generation.provider import ProviderError
 
 # An answer is cut off at this many tokens (and then refused as truncated), so no call can
@@ -36,7 +40,7 @@ MAX_ANSWER_TOKENS = 16_000
 PROMPT_TOKENS_CEILING = MAX_ANSWER_TOKENS + 4_000
 
 
-def worst_case_cost_usd(price: Price, calls: int) -> Decimal:
+def worst_case_cost_usd(price: Rates, calls: int) -> Decimal:
     return calls * price.cost(PROMPT_TOKENS_CEILING, MAX_ANSWER_TOKENS)
 
 
@@ -44,6 +48,7 @@ log = logging.getLogger(__name__)
 
 Draft = TypeVar("Draft", bound=msgspec.Struct)
 Calls = Literal["background", "direct"]
+Batching = Literal["off", "replenish"]
 
 
 class OpenAIProvider:
@@ -60,6 +65,7 @@ class OpenAIProvider:
         base_url: str | None = None,
         retry: RetryPolicy | None = None,
         calls: Calls = "direct",
+        batch: Batching = "off",
     ) -> None:
         self.model = model
         self.calls = calls
@@ -80,6 +86,19 @@ class OpenAIProvider:
             retry=self._retry,
         )
         self.abandon = self.background.abandon
+        # Batch calls are read whatever the setting (a job may wait for one written before
+        # batching was turned off); `batch` says whether the replenish lane writes new ones.
+        self.batch = batch
+        self.batch_rates = (
+            prices.batch_for_model(model) if batch != "off" else self._price.batch or self._price
+        )
+        self.batches = BatchCalls(
+            provider=self.name,
+            model=model,
+            rates=self.batch_rates,
+            ceiling_usd=worst_case_cost_usd(self.batch_rates, 1),
+            max_answer_tokens=MAX_ANSWER_TOKENS,
+        )
         self._mission = AnswerFormat("mission", MissionDraft)
         self._sabotage = AnswerFormat("sabotage", SabotageDraft)
 
@@ -116,6 +135,17 @@ class OpenAIProvider:
     def worst_case_cost_usd(self, calls: int) -> Decimal:
         return worst_case_cost_usd(self._price, calls)
 
+    def batch_lane(self, db: asyncpg.Pool, *, size: int, wait_seconds: float) -> BatchLane:
+        """The batches of this provider's lines, submitted and polled one pass at a time."""
+        return BatchLane(
+            db,
+            self._client,
+            rates=self.batch_rates,
+            ceiling_usd=worst_case_cost_usd(self.batch_rates, 1),
+            size=size,
+            wait_seconds=wait_seconds,
+        )
+
     async def close(self) -> None:
         await self._client.close()
 
@@ -130,8 +160,19 @@ class OpenAIProvider:
         seed: int,
         ledger: Ledger,
     ) -> Draft:
+        taken = await ledger.take_over(purpose, try_number)
+        if taken is not None:
+            # An earlier attempt's call of this purpose and try, as it was made.
+            calls = self.batches if taken.mode == "batch" else self.background
+            answered = await calls.answered(taken, answer, accept, ledger)
+            if answered is not None:
+                return answered
+        if self.batch == "replenish" and ledger.lane == "replenish":
+            await self.batches.write_line(
+                purpose, try_number, prompt, answer, seed=seed, ledger=ledger
+            )
         if self.calls == "background":
-            return await self.background.ask(
+            return await self.background.create(
                 purpose, try_number, prompt, answer, accept, seed=seed, ledger=ledger
             )
         tries = 0

@@ -8,6 +8,7 @@ from litestar import get, post
 from litestar.di import NamedDependency
 
 from generation import queue_stats, registry
+from generation.openai import prices
 from pool import stats
 from pool.replenish import ReplenishPass
 from server.auth import requires
@@ -43,11 +44,17 @@ async def read_queue(services: NamedDependency[Services]) -> queue_stats.QueueSt
     "live worker can make the domain (`enabled`) with the reasons of those that cannot; `spend`: "
     "the ledger by how its calls went out (`modes`: direct, background, batch) and the money "
     "saved by calls taken over instead of paid again (`resumed_calls`, "
-    "`saved_by_resumed_usd`).",
+    "`saved_by_resumed_usd`) and by calls that went through a batch (`saved_by_batch_usd`); "
+    "`batches`: the batches not yet ended, the lines waiting to go out in one, and the jobs "
+    "waiting for a line.",
 )
 async def read_pool(services: NamedDependency[Services]) -> stats.PoolView:
+    settings = services.settings
     return await stats.read(
-        services.db, services.domain_map, heartbeat_timeout=services.settings.heartbeat_timeout
+        services.db,
+        services.domain_map,
+        heartbeat_timeout=settings.heartbeat_timeout,
+        price_table=prices.load(settings.prices_file),
     )
 
 

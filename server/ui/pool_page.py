@@ -11,6 +11,7 @@ from litestar.di import NamedDependency
 from litestar.response import Template
 
 from generation import queue_stats
+from generation.openai import prices
 from pool import stats
 from server.auth import Caller
 from server.services import Services
@@ -35,7 +36,10 @@ async def pool_page(
             budget=services.budget,
         )
         pool_stats = await stats.read(
-            connection, services.domain_map, heartbeat_timeout=settings.heartbeat_timeout
+            connection,
+            services.domain_map,
+            heartbeat_timeout=settings.heartbeat_timeout,
+            price_table=prices.load(settings.prices_file),
         )
         history = await stats.serves_by_hour(connection, services.domain_map, hours=CHART_HOURS)
     return page(
@@ -46,4 +50,6 @@ async def pool_page(
         replenish_cap=settings.replenish_cap,
         domains=[(each, charts.hourly_serves(history[each.domain])) for each in pool_stats.domains],
         chart_hours=CHART_HOURS,
+        spend=pool_stats.spend,
+        batches=pool_stats.batches,
     )

@@ -8,8 +8,6 @@ ledger holds."""
 from __future__ import annotations
 
 import signal
-import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,12 +15,12 @@ import asyncpg
 import pytest
 
 from core.sql import Queries
-from generation.worker import worker_identity
 from tests.support.jobs import enqueue, status_of
 from tests.support.openai_stub import COPY_ANSWERS, OpenAIStub
 from tests.support.polling import eventually
 from tests.support.private_postgres import PrivatePostgres
-from tests.support.server import QUIET_MAP, Process, environment, spawn
+from tests.support.server import QUIET_MAP
+from tests.support.stub_workers import StubWorkers
 
 pytestmark = pytest.mark.slow
 queries = Queries("generation")
@@ -36,49 +34,9 @@ def stub(openai_stub: OpenAIStub) -> OpenAIStub:
     return openai_stub
 
 
-class Workers:
-    """`warmpool worker` processes on the OpenAI stub, in background mode; killed at the end."""
-
-    def __init__(self, stub: OpenAIStub, tmp_path: Path) -> None:
-        self._stub = stub
-        self._tmp_path = tmp_path
-        self._domain_map = tmp_path / "quiet.yaml"
-        self._domain_map.write_text(QUIET_MAP)
-        self.started: list[Process] = []
-
-    async def start(self, database_url: str, name: str) -> Process:
-        env = environment(
-            database_url,
-            {
-                "OPENAI_API_KEY": "sk-test",
-                "OPENAI_BASE_URL": self._stub.base_url,
-                "WARMPOOL_OPENAI_CALLS": "background",
-                "WARMPOOL_DOMAIN_MAP": str(self._domain_map),
-                "WARMPOOL_WORKER_NAME": name,
-                "WARMPOOL_TICK_SECONDS": "0.5",
-                "WARMPOOL_HEARTBEAT_TIMEOUT_SECONDS": "2",
-            },
-        )
-        log = self._tmp_path / f"worker-{len(self.started)}.log"
-        process = spawn([sys.executable, "-m", "server", "worker"], env, log)
-        self.started.append(process)
-        line = f"worker {worker_identity(name, socket.gethostname(), process.popen.pid)} started"
-
-        async def up() -> bool:
-            assert process.popen.poll() is None, f"the worker exited:\n{process.output()}"
-            return line in process.output()
-
-        await eventually(up, 90, "the worker to start")
-        return process
-
-    def stop_all(self) -> None:
-        for process in self.started:
-            process.stop(signal.SIGKILL)
-
-
 @pytest.fixture
-def workers(stub: OpenAIStub, tmp_path: Path) -> Iterator[Workers]:
-    started = Workers(stub, tmp_path)
+def workers(stub: OpenAIStub, tmp_path: Path) -> Iterator[StubWorkers]:
+    started = StubWorkers(stub, tmp_path, QUIET_MAP)
     yield started
     started.stop_all()
 
@@ -122,7 +80,7 @@ async def assert_paid_once(pool: asyncpg.Pool, job_id: int, stub: OpenAIStub) ->
 
 
 async def test_a_call_in_flight_at_a_deploy_is_taken_over_by_the_next_worker(
-    pool: asyncpg.Pool, database_url: str, stub: OpenAIStub, workers: Workers
+    pool: asyncpg.Pool, database_url: str, stub: OpenAIStub, workers: StubWorkers
 ) -> None:
     stub.hold()
     first = await workers.start(database_url, "deploy-a")
@@ -141,7 +99,7 @@ async def test_a_call_in_flight_at_a_deploy_is_taken_over_by_the_next_worker(
 
 
 async def test_a_call_in_flight_at_a_crash_is_taken_over_by_the_dead_worker_successor(
-    pool: asyncpg.Pool, database_url: str, stub: OpenAIStub, workers: Workers
+    pool: asyncpg.Pool, database_url: str, stub: OpenAIStub, workers: StubWorkers
 ) -> None:
     stub.hold("sabotage")
     first = await workers.start(database_url, "crash")
@@ -157,7 +115,7 @@ async def test_a_call_in_flight_at_a_crash_is_taken_over_by_the_dead_worker_succ
 
 
 async def test_a_call_in_flight_through_a_postgres_restart_is_paid_once(
-    private_postgres: PrivatePostgres, stub: OpenAIStub, workers: Workers
+    private_postgres: PrivatePostgres, stub: OpenAIStub, workers: StubWorkers
 ) -> None:
     if not (private_postgres.data / "postmaster.pid").exists():
         private_postgres.start()
@@ -198,7 +156,7 @@ async def test_a_call_in_flight_through_a_postgres_restart_is_paid_once(
 
 
 async def test_a_frozen_worker_that_wakes_up_neither_takes_over_nor_settles_the_call(
-    pool: asyncpg.Pool, database_url: str, stub: OpenAIStub, workers: Workers
+    pool: asyncpg.Pool, database_url: str, stub: OpenAIStub, workers: StubWorkers
 ) -> None:
     stub.hold()
     frozen = await workers.start(database_url, "frozen")

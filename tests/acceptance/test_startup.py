@@ -323,7 +323,7 @@ async def test_with_an_openai_key_the_worker_names_the_model_and_calls_nothing_a
     assert not any("offline" in message for message in messages), messages
     assert (
         "missions come from the openai provider: model gpt-4.1-nano at 127.0.0.1, background "
-        "calls" in messages
+        "calls, batch off" in messages
     )
     listener.setblocking(False)
     try:
@@ -348,3 +348,22 @@ async def test_a_model_without_a_price_stops_start_up_with_the_fix(
         assert stderr.startswith("warmpool: no price for model 'gpt-unpriced' in "), stderr
         assert "WARMPOOL_PRICES_FILE" in stderr, stderr
         assert "Traceback" not in stderr, stderr
+
+
+async def test_batching_a_model_without_a_batch_price_stops_start_up_with_the_fix(
+    database_url: str, tmp_path: Path
+) -> None:
+    prices_file = tmp_path / "prices.yaml"
+    prices_file.write_text("our-model: {input: 0.5, output: 2.0}\n")
+    env = environment(
+        database_url,
+        {
+            "OPENAI_API_KEY": f"sk-test-{uuid.uuid4().hex}",
+            "WARMPOOL_MODEL": "our-model",
+            "WARMPOOL_PRICES_FILE": str(prices_file),
+            "WARMPOOL_BATCH": "replenish",
+        },
+    )
+    stderr = await asyncio.to_thread(refused, ["worker"], env)
+    assert stderr.startswith("warmpool: no batch price for model 'our-model' in "), stderr
+    assert "WARMPOOL_BATCH=off" in stderr, stderr

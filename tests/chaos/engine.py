@@ -1,6 +1,7 @@
 """The chaos run, shared by the test command's short form (tests/chaos/test_chaos.py) and the
 long form (bench/chaos.py): API processes and workers of the real command line on one private
-PostgreSQL, jobs through the offline provider over HTTP, and meanwhile the database's default
+PostgreSQL, jobs over HTTP whose model calls go to the loopback OpenAI stub through the real
+openai provider as background calls, and meanwhile the database's default
 isolation set to REPEATABLE READ, warmpool's sessions terminated twice a second for a while,
 one PostgreSQL restart, workers killed with SIGKILL at random moments (each replaced) and one
 rolling restart with SIGTERM. Then the system drains, and the run reports what the tables and
@@ -35,7 +36,8 @@ from tests.chaos.recovery import Recovery, back_to_rate
 from tests.chaos.report import Kill, Report
 from tests.chaos.sampler import Sampler
 from tests.chaos.scenario import DOMAIN_MAP, Scenario
-from tests.chaos.verdict import Verdict, ending_of, judge
+from tests.chaos.verdict import Verdict, ending_of, judge, served_calls
+from tests.support.openai_stub import stub_process
 from tests.support.polling import eventually
 from tests.support.private_postgres import PrivatePostgres
 from tests.support.server import create_keys
@@ -66,16 +68,28 @@ async def run(scenario: Scenario, log_dir: Path) -> Report:
     postgres = await asyncio.to_thread(PrivatePostgres)
     try:
         await asyncio.to_thread(postgres.start)
-        return await _run_on(postgres, scenario, log_dir)
+        # Each response takes the model's time; every job's mission is its own.
+        with stub_process(
+            log_dir / "openai-stub.log", response_seconds=scenario.model_delay
+        ) as stub:
+            return await _run_on(postgres, stub, scenario, log_dir)
     finally:
         await asyncio.to_thread(postgres.remove)
 
 
-async def _run_on(postgres: PrivatePostgres, scenario: Scenario, log_dir: Path) -> Report:
+async def _run_on(
+    postgres: PrivatePostgres, stub: str, scenario: Scenario, log_dir: Path
+) -> Report:
     keys = await create_keys(await postgres.fresh_database())
     domain_map = log_dir / "domain_map.yaml"
     domain_map.write_text(DOMAIN_MAP)
-    settings = {**scenario.settings(), "WARMPOOL_DOMAIN_MAP": str(domain_map)}
+    settings = {
+        **scenario.settings(),
+        "WARMPOOL_DOMAIN_MAP": str(domain_map),
+        "OPENAI_API_KEY": "sk-chaos",
+        "OPENAI_BASE_URL": stub,
+        "WARMPOOL_OPENAI_CALLS": "background",
+    }
     cluster = Cluster.plan(
         postgres.url, settings, log_dir, apis=scenario.apis, workers=scenario.workers
     )
@@ -86,7 +100,7 @@ async def _run_on(postgres: PrivatePostgres, scenario: Scenario, log_dir: Path) 
     try:
         await cluster.start_all()
         await eventually(lambda: database.fetchval(REPLENISHED), 60, "the first replenishment")
-        report = await Chaos(scenario, cluster, postgres, database).run(keys["candidate_app"])
+        report = await Chaos(scenario, cluster, postgres, database, stub).run(keys["candidate_app"])
     finally:
         stopped_badly = await cluster.stop_all()
         await database.close()
@@ -104,8 +118,10 @@ class Chaos:
         cluster: Cluster,
         postgres: PrivatePostgres,
         database: asyncpg.Pool,
+        stub: str,
     ) -> None:
         self.scenario = scenario
+        self.stub = stub
         self.cluster = cluster
         self.postgres = postgres
         self.database = database
@@ -159,7 +175,7 @@ class Chaos:
                 window=s.rate_window,
                 ended_by=time.monotonic(),
             )
-        verdict = await judge(self.database, load.accepted)
+        verdict = await judge(self.database, load.accepted, await served_calls(self.stub))
         held = [job for kill in self.kills for job in kill.held]
         ended = {
             row["id"]: ending_of(row["status"], row["error"])

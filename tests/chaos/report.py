@@ -90,7 +90,8 @@ class Report:
             f"failed: {dict(v.failures)}",
             f"released by a stopping worker and run again: {v.released}",
             f"API answers: {dict(sorted(self.load.answers.items()))}",
-            f"ledger: {dict(v.ledger)}",
+            f"ledger: {dict(v.ledger)}; calls a kill cut off before the provider named them: "
+            f"{v.cut_off}",
             f"kills: {len(self.kills)}, jobs held at the kill {[len(k.held) for k in self.kills]}, "
             f"their endings {[k.endings for k in self.kills]}",
             f"restarts: rolling over {len(self.rolled)} processes ({', '.join(self.rolled)}), "

@@ -1,8 +1,11 @@
 """The chaos suite's short form (bench/chaos.py runs the long one): hundreds of jobs over HTTP
-through two API processes and four workers on one PostgreSQL whose default isolation is set to
+through two API processes and four workers, their model calls background responses through the
+real openai SDK to the loopback stub, on one PostgreSQL whose default isolation is set to
 REPEATABLE READ, while warmpool's sessions are terminated twice a second for 3 s, PostgreSQL is
 restarted, two workers are killed with SIGKILL and three processes are restarted in turn with
-SIGTERM. Every job ends, none twice, no model call is billed outside its job's attempts, the
+SIGTERM. Every job ends, none twice, no model call is billed outside its job's attempts, each
+job's billed calls are the calls the stub served (but those a kill cut off before the stub
+named them), no job pays twice for one purpose and try, the
 global cap holds, no answer is unexpected (a 500), each killed worker's jobs are reclaimed
 within the heartbeat timeout plus a tick (and the margin a loaded machine needs, see
 Scenario.reclaim_margin), and once the terminations and the restart are over, no job stays
@@ -21,9 +24,10 @@ from tests.support.proving import ensure_toolchain
 
 pytestmark = pytest.mark.slow
 
-# 20 jobs/s: enough statements under way that the terminations cut some mid-flight.
+# 10 jobs/s, each job's two model calls background responses through the SDK to the stub:
+# enough statements under way that the terminations cut some mid-flight.
 SHORT = Scenario(
-    jobs=680,
+    jobs=340,
     seconds=34,
     kills=2,
     rolling=3,

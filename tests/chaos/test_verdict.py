@@ -3,6 +3,8 @@ could not fail would let any chaos run pass."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import asyncpg
 
 from tests.chaos.verdict import judge
@@ -20,34 +22,46 @@ async def add_job(pool: asyncpg.Pool, status: str, attempt: int) -> int:
 
 
 async def add_call(
-    pool: asyncpg.Pool, job_id: int, attempt: int, *, outcome: str = "ok", orphaned: bool = False
+    pool: asyncpg.Pool,
+    job_id: int,
+    attempt: int,
+    *,
+    outcome: str = "ok",
+    orphaned: bool = False,
+    cost: str = "0",
+    mode: str = "background",
 ) -> None:
     await pool.execute(
         """INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, outcome,
-               orphaned)
-           SELECT $1, $2, count(*) + 1, 'generate', 'offline', 'offline-catalog', $3, $4
+               orphaned, cost_usd, mode)
+           SELECT $1, $2, count(*) + 1, 'generate', 'openai', 'gpt-4o-mini', $3, $4, $5, $6
            FROM llm_calls WHERE job_id = $1 AND attempt = $2""",
         job_id,
         attempt,
         outcome,
         orphaned,
+        Decimal(cost),
+        mode,
     )
 
 
 async def test_a_history_that_keeps_every_promise_has_no_problem(pool: asyncpg.Pool) -> None:
     completed = await add_job(pool, "completed", 1)
-    await add_call(pool, completed, 1)
-    # Released once mid-call (attempt 2), then run again and completed under attempt 3.
+    await add_call(pool, completed, 1, cost="0.001")
+    # Released once mid-call (attempt 2), its call taken over and completed under attempt 3.
     released = await add_job(pool, "awaiting_review", 3)
-    await add_call(pool, released, 1, outcome="failed", orphaned=True)
-    await add_call(pool, released, 3)
+    await add_call(pool, released, 1, cost="0.001")
+    await pool.execute("UPDATE llm_calls SET resumed_by_attempt = 3 WHERE job_id = $1", released)
+    # Its worker killed while the provider created the response: served, never named.
     swept = await add_job(pool, "failed", 1)
     await add_call(pool, swept, 1, outcome="started")
     accepted = {f"key-{job}": str(job) for job in (completed, released, swept)}
+    served = [(completed, "generate", 1), (released, "generate", 1), (swept, "generate", 1)]
 
-    verdict = await judge(pool, accepted)
+    verdict = await judge(pool, accepted, served)
 
     assert verdict.problems == []
+    assert verdict.cut_off == 1
     assert verdict.by_status == {"completed": 1, "awaiting_review": 1, "failed": 1}
     assert verdict.released == 1
 
@@ -66,10 +80,26 @@ async def test_each_broken_promise_is_named(pool: asyncpg.Pool) -> None:
     ended_by_a_lost_attempt = await add_job(pool, "completed", 3)
     await add_call(pool, ended_by_a_lost_attempt, 1)
     never_answered = await add_job(pool, "failed", 1)
-    jobs = (left_pending, billed_ahead, run_twice, completed_twice, ended_by_a_lost_attempt)
+    # Paid twice for its mission: once under attempt 1, its call lost, again under attempt 2.
+    paid_twice = await add_job(pool, "completed", 2)
+    await add_call(pool, paid_twice, 1, outcome="failed", cost="0.01")
+    await add_call(pool, paid_twice, 2, cost="0.001")
+    # Billed a call the model never served.
+    billed_unserved = await add_job(pool, "failed", 1)
+    await add_call(pool, billed_unserved, 1, outcome="failed", cost="0.01")
+    jobs = (
+        left_pending,
+        billed_ahead,
+        run_twice,
+        completed_twice,
+        ended_by_a_lost_attempt,
+        paid_twice,
+        billed_unserved,
+    )
     accepted = {f"key-{job}": str(job) for job in jobs} | {"lost": "999999"}
+    served = [(paid_twice, "generate", 1), (paid_twice, "generate", 1)]
 
-    problems = (await judge(pool, accepted)).problems
+    problems = (await judge(pool, accepted, served)).problems
 
     expected = {
         "jobs left unfinished": "{'pending': 1}",
@@ -79,6 +109,8 @@ async def test_each_broken_promise_is_named(pool: asyncpg.Pool) -> None:
         "attempts that ran the pipeline twice": f"'job_id': {run_twice}",
         "jobs completed twice": f"'job_id': {completed_twice}",
         "ended by an attempt without its own mission call": f"'id': {ended_by_a_lost_attempt}",
+        "billed calls are not the calls the model served": f"{billed_unserved}: (1, 0, 0)",
+        "paid twice for one purpose and try": f"({paid_twice}, 'generate', 1)",
     }
     assert len(problems) == len(expected), problems
     for what, names in expected.items():

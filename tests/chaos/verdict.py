@@ -1,14 +1,20 @@
 """What the tables say once a chaos run has drained: how the jobs ended, and every breach of
 the queue's promises (a job lost or left unfinished, a job completed twice, a model call billed
-outside the job's own attempts)."""
+outside the job's own attempts, a job whose billed calls are not the calls the model served, a
+job that paid twice for one purpose and try)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import httpx
+
 from core.sql import Executor
+
+# A model call the provider served: its job, purpose and try.
+Served = tuple[int, str, int]
 
 FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "awaiting_review"})
 
@@ -50,6 +56,33 @@ WHERE j.status IN ('completed', 'awaiting_review') AND j.rendering_of IS NULL AN
 """
 
 
+# The calls the ledger bills (a cost booked: an answer's, or a ceiling for a call that may have
+# billed), per job, purpose and try.
+BILLED_CALLS = """
+SELECT job_id, purpose, try_number FROM llm_calls WHERE cost_usd > 0
+"""
+
+# Calls a SIGKILL cut off while the provider was creating their response: the row never got
+# the response's id, so nobody could take the call over, and its cost is unknown. The provider
+# may have served it (OpenAI has no way to find a response by what it was asked).
+CUT_OFF_CALLS = """
+SELECT job_id, purpose, try_number FROM llm_calls
+WHERE outcome = 'started' AND provider_id IS NULL AND mode = 'background'
+"""
+
+
+async def served_calls(stub_url: str) -> list[Served]:
+    """Every response the stub at `stub_url` created (each one a call the provider bills), as
+    the metadata the provider sent with it names it."""
+    async with httpx.AsyncClient() as client:
+        answer = await client.get(f"{stub_url.removesuffix('/v1')}/stub/created")
+    answer.raise_for_status()
+    return [
+        (int(tags["job_id"]), str(tags["purpose"]), int(tags["try"]))
+        for tags in (each["metadata"] for each in answer.json())
+    ]
+
+
 @dataclass
 class Verdict:
     by_status: Counter[str] = field(default_factory=Counter)
@@ -58,6 +91,8 @@ class Verdict:
     # Jobs given back to the queue by a stopping worker at least once.
     released: int = 0
     ledger: Counter[str] = field(default_factory=Counter)
+    # Calls a kill cut off before the provider named them (see CUT_OFF_CALLS).
+    cut_off: int = 0
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -65,8 +100,11 @@ class Verdict:
         return sum(self.by_status.values())
 
 
-async def judge(database: Executor, accepted: Mapping[str, str]) -> Verdict:
-    """The tables against what the API accepted (idempotency key -> job id)."""
+async def judge(
+    database: Executor, accepted: Mapping[str, str], served: Sequence[Served]
+) -> Verdict:
+    """The tables against what the API accepted (idempotency key -> job id) and the calls the
+    model served."""
     verdict = Verdict()
     jobs = await database.fetch("SELECT id, lane, status, attempt, error FROM generation_jobs")
     for job in jobs:
@@ -100,11 +138,46 @@ async def judge(database: Executor, accepted: Mapping[str, str]) -> Verdict:
         if rows:
             verdict.problems.append(f"{what}: {[dict(row) for row in rows[:20]]}")
 
+    billed = await _calls(database, BILLED_CALLS)
+    cut_off = await _calls(database, CUT_OFF_CALLS)
+    verdict.cut_off = len(cut_off)
+    verdict.problems += paid_as_served(billed, cut_off, served)
+
     for row in await database.fetch(
         "SELECT outcome, orphaned, count(*) AS calls FROM llm_calls GROUP BY outcome, orphaned"
     ):
         verdict.ledger[row["outcome"] + (" (orphaned)" if row["orphaned"] else "")] += row["calls"]
     return verdict
+
+
+async def _calls(database: Executor, query: str) -> list[Served]:
+    return [
+        (row["job_id"], row["purpose"], row["try_number"]) for row in await database.fetch(query)
+    ]
+
+
+def paid_as_served(
+    billed: Sequence[Served], cut_off: Sequence[Served], served: Sequence[Served]
+) -> list[str]:
+    """Per job, every call billed was served, and every call served was billed or cut off by a
+    kill before the provider named it; and no job paid twice for one purpose and try."""
+    problems = []
+    billed_by_job, cut_by_job = Counter(c[0] for c in billed), Counter(c[0] for c in cut_off)
+    served_by_job = Counter(call[0] for call in served)
+    unequal = {
+        job: (billed_by_job[job], cut_by_job[job], served_by_job[job])
+        for job in billed_by_job.keys() | served_by_job.keys()
+        if not billed_by_job[job] <= served_by_job[job] <= billed_by_job[job] + cut_by_job[job]
+    }
+    if unequal:
+        problems.append(
+            "jobs whose billed calls are not the calls the model served (billed, cut off, "
+            f"served): {dict(sorted(unequal.items())[:20])}"
+        )
+    twice = sorted(call for call, times in Counter(billed).items() if times > 1)
+    if twice:
+        problems.append(f"paid twice for one purpose and try (job, purpose, try): {twice[:20]}")
+    return problems
 
 
 def ending_of(status: str, error: str | None) -> str:

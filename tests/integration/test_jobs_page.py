@@ -11,6 +11,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from generation import jobs
 from server.auth import Role
 from server.ui.jobs_page import PAGE_SIZE
 from tests.support.fleet import standing_worker
@@ -179,3 +180,44 @@ async def test_the_jobs_page_needs_a_session(client: Client) -> None:
     response = await client.get("/qa/jobs", follow_redirects=False)
     assert response.status_code == 303
     assert response.headers["location"] == "/qa/sign-in?next=%2Fqa%2Fjobs"
+
+
+async def test_a_job_waiting_for_its_batch_is_listed_pending_and_says_so(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    batched = await enqueue(pool, None, domain="marketing-copy")
+    [attempt] = [
+        row["attempt"]
+        for row in await pool.fetch(
+            queries["job_claim_within_cap"], 1, 9, 9, "box:1", None, None, 0, 0, None
+        )
+    ]
+    call = await pool.fetchval(
+        queries["llm_call_start_if_generating"],
+        batched,
+        attempt,
+        "generate",
+        "openai",
+        "gpt-4o-mini",
+        1,
+        "batch",
+        1,
+    )
+    assert (
+        await pool.fetchval(queries["job_wait_for_call_if_generating"], batched, attempt, call)
+        == batched
+    )
+    queued = await enqueue(pool, None, domain="marketing-copy")
+
+    await sign_in(client, keys["qa_reviewer"])
+    page = await client.get("/qa/jobs?status=pending")
+
+    assert page.status_code == 200, page.text
+    rows = job_rows(page.text)
+    assert set(rows) == {batched, queued}
+    assert "waiting for its batch" in rows[batched]
+    assert "waiting for its batch" not in rows[queued]
+    # The API says the same: pending, waiting for a batch, with no place in the claim's order.
+    shown = await jobs.get(pool, batched)
+    assert (shown.status, shown.waiting_for, shown.queue_position) == ("pending", "batch", None)
+    assert (await jobs.get(pool, queued)).queue_position == 0

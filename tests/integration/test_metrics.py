@@ -373,7 +373,7 @@ async def reads_waiting(pool: asyncpg.Pool) -> int:
     return waiting
 
 
-async def test_spend_by_mode_and_the_money_resumed_calls_saved(
+async def test_spend_by_mode_and_the_money_resumed_calls_and_batching_saved(
     client: Client, pool: asyncpg.Pool, keys: dict[Role, str]
 ) -> None:
     await bill(pool, "ok", (100, 200), "0.010")
@@ -384,10 +384,19 @@ async def test_spend_by_mode_and_the_money_resumed_calls_saved(
             " WHERE id = (SELECT max(id) FROM llm_calls)",
             resumed,
         )
+    # A call through a batch, at gpt-4o-mini's batch price: half what it would have cost.
+    await bill(pool, "ok", (1200, 900), "0.000360")
+    await pool.execute(
+        "UPDATE llm_calls SET mode = 'batch', model = 'gpt-4o-mini', provider_id = 'line'"
+        " WHERE id = (SELECT max(id) FROM llm_calls)"
+    )
     metrics = await scrape(client)
     assert metrics("warmpool_llm_mode_calls_total", mode="direct") == 1
     assert metrics("warmpool_llm_mode_calls_total", mode="background") == 2
-    assert metrics("warmpool_llm_mode_calls_total", mode="batch") == 0
+    assert metrics("warmpool_llm_mode_calls_total", mode="batch") == 1
+    assert metrics("warmpool_llm_batch_saved_usd") == pytest.approx(0.00036)
+    assert metrics("warmpool_batches_open") == 0
+    assert metrics("warmpool_jobs_waiting_for_batch") == 0
     assert metrics("warmpool_llm_mode_cost_usd_total", mode="background") == pytest.approx(0.045)
     assert metrics("warmpool_llm_resumed_calls_total", mode="background") == 2
     assert metrics("warmpool_llm_resumed_saved_usd_total", mode="background") == pytest.approx(
@@ -399,6 +408,9 @@ async def test_spend_by_mode_and_the_money_resumed_calls_saved(
     assert answer.status_code == 200, answer.text
     spend = answer.json()["spend"]
     assert (spend["resumed_calls"], spend["saved_by_resumed_usd"]) == (2, pytest.approx(0.08))
-    assert set(spend["modes"]) == {"direct", "background"}
+    assert spend["saved_by_batch_usd"] == pytest.approx(0.00036)
+    assert set(spend["modes"]) == {"direct", "background", "batch"}
+    batches = answer.json()["batches"]
+    assert batches == {"batches": [], "queued_lines": 0, "waiting_jobs": 0}
     assert spend["modes"]["background"]["llm_calls"] == 2
     assert spend["modes"]["direct"]["cost_usd"] == pytest.approx(0.01)

@@ -154,6 +154,32 @@ async def test_the_next_attempt_takes_over_an_unfinished_call_and_pays_nothing_a
     assert (spend["resumed"], spend["saved"]) == (1, PRICE.cost(*USAGE["mission"]))
 
 
+async def test_a_generation_stopped_while_its_response_is_created_leaves_it_to_the_next(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
+) -> None:
+    openai_stub.plan("slow")
+    openai_stub.delay_seconds = 0.5
+    first = asyncio.create_task(
+        provider.write_mission(DOMAIN, seed=1, ledger=Ledger(pool, job_id, 1))
+    )
+    await eventually(
+        lambda: asyncio.sleep(0, len(openai_stub.received)), 10, "the creation to be under way"
+    )
+    second = await next_attempt(pool, job_id)
+    first.cancel()  # released at a deploy while the provider is still creating the response
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    [row] = await rows(pool, job_id)
+    assert row["provider_id"] == openai_stub.created()[0].id, "named once created, then left"
+    assert (row["outcome"], row["finished"]) == ("started", False)
+
+    assert await provider.write_mission(DOMAIN, seed=1, ledger=second) == MISSION
+
+    assert len(openai_stub.created()) == 1, "the answer was paid for once"
+    [row] = await rows(pool, job_id)
+    assert (row["outcome"], row["resumed_by_attempt"], row["orphaned"]) == ("ok", 2, False)
+
+
 async def test_an_answered_call_of_an_earlier_attempt_is_read_again_not_paid_again(
     pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
 ) -> None:

@@ -79,11 +79,26 @@ async def test_status_and_bad_settings_on_the_command_line(database_url: str) ->
         disabled={"sql-data": "pgTAP is not installed", "javascript-frontend": "no Node.js"},
     )
     await standing_worker(database_url, "no-node", domains=["python-backend", "sql-data"])
+    connection = await asyncpg.connect(database_url)
+    try:
+        await connection.execute(
+            "INSERT INTO llm_batches (status, model, lines, provider_batch_id, provider_status,"
+            " completed_lines) VALUES ('submitted', 'gpt-4o-mini', 3, 'batch_abc', 'in_progress', 1)"
+        )
+    finally:
+        await connection.close()
     status = await asyncio.to_thread(warmpool, database_url, "status")
     assert status.returncode == 0, status.stderr
     assert "pending" in status.stdout
     assert "interactive" in status.stdout
-    pool_rows = status.stdout.split("pool (")[1].splitlines()
+    pool_part, _, batch_part = status.stdout.partition("\n\nbatches: ")
+    assert batch_part.splitlines() == [
+        "1 open, 0 line(s) waiting to go out, 0 job(s) waiting for a line; saved $0.00 by "
+        "batching and $0.00 by 0 call(s) taken over",
+        " batch provider id                        status       lines  done failed",
+        "     1 batch_abc                          in_progress      3     1      0",
+    ]
+    pool_rows = pool_part.split("pool (")[1].splitlines()
     assert pool_rows[1].split()[:2] == ["domain", "approved"]
     assert pool_rows[1].split()[-1] == "enabled"
     assert [(row.split()[0], row.split()[-1]) for row in pool_rows[2:6]] == [

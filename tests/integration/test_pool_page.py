@@ -125,3 +125,30 @@ async def test_the_pool_page_says_why_no_live_worker_can_make_a_domain(
     assert "<li>not on no-pgtap: no pgTAP</li>" in sql, "the one that cannot, and why"
     assert "no worker can make it" in javascript
     assert "<li>not on full: not in this worker&#39;s domain map</li>" in javascript
+
+
+async def test_the_pool_page_shows_spend_by_mode_what_batching_saved_and_the_batches(
+    client: Client, keys: dict[Role, str], pool: asyncpg.Pool
+) -> None:
+    # A call through a batch at gpt-4o-mini's batch price ($0.36), half its synchronous one.
+    await pool.execute(
+        "INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, outcome,"
+        " input_tokens, output_tokens, cost_usd, mode, provider_id)"
+        " VALUES (0, 1, 1, 'generate', 'openai', 'gpt-4o-mini', 'ok', 1200000, 900000, 0.36,"
+        " 'batch', 'job-0-attempt-1-generate-try-1')"
+    )
+    await pool.execute(
+        "INSERT INTO llm_batches (status, model, lines, provider_batch_id, provider_status)"
+        " VALUES ('submitted', 'gpt-4o-mini', 4, 'batch_abc', 'in_progress')"
+    )
+
+    await sign_in(client, keys["qa_reviewer"])
+    page = await client.get("/qa/pool")
+
+    assert page.status_code == 200, page.text
+    text = " ".join(page.text.split())
+    assert "$0.00 by 0 calls taken over instead of paid again, and $0.36 by batching" in text
+    assert "Batches: 1 under way, 0 lines waiting to go out, 0 jobs waiting for a line." in text
+    match = re.search(r'<tr id="mode-batch">(.*?)</tr>', page.text, re.DOTALL)
+    assert match, "the page has a row for the batch mode"
+    assert re.findall(r"<td>([^<]*)</td>", match[1]) == ["1", "$0.36", "0", "$0.00"]

@@ -44,6 +44,8 @@ PENDING_EXPIRY = timedelta(seconds=SETTINGS.pending_expiry_seconds)
 
 PENDING = "generation_jobs_pending"
 GENERATING = "generation_jobs_generating"
+# The jobs waiting for a batch, whose reservations the budget counts.
+WAITING = "generation_jobs_waiting"
 ACTIVE_PER_USER = "generation_jobs_active_per_user"
 FINISHED = "generation_jobs_finished"
 PRIMARY_KEY = "generation_jobs_pkey"
@@ -272,10 +274,11 @@ async def test_the_claim_counts_in_flight_and_picks_candidates_from_the_live_row
         plans,
         # The claimed rows are updated by id: through the primary key, or through the pending
         # index when the planner finds it as cheap.
-        only={GENERATING, PENDING, PRIMARY_KEY},
+        only={GENERATING, WAITING, PENDING, PRIMARY_KEY},
         parts={
-            # The in-flight count and the budget's outstanding reservations.
-            "CTE room": {GENERATING},
+            # The in-flight count and the budget's outstanding reservations (of the jobs
+            # generating, and of those waiting for a batch).
+            "CTE room": {GENERATING, WAITING},
             "CTE interactive": {PENDING},
             "CTE replenish": {PENDING},
         },

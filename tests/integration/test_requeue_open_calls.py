@@ -100,3 +100,26 @@ async def test_a_dead_process_successor_requeues_its_job_with_a_call_to_take_ove
     assert sorted(await restarted(pool).reconcile()) == sorted([resumable, plain])
     assert (await status_of(pool, resumable))["status"] == "pending"
     assert (await status_of(pool, plain))["status"] == "failed"
+
+
+async def test_the_claims_a_job_spent_waiting_for_batches_do_not_count_towards_its_last(
+    pool: asyncpg.Pool,
+) -> None:
+    now = datetime.now(UTC)
+    # Claimed once per batch answer (three), then once more and its worker died: one death.
+    batched = await generating(pool, now, attempt=REQUEUE_ATTEMPTS_BELOW + 2)
+    for number in (1, 2, 3):
+        await pool.execute(
+            """
+            INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, mode,
+                                   provider_id, outcome, try_number)
+            VALUES ($1, $2, 1, $3, 'openai', 'm', 'batch', $4, 'ok', $5)
+            """,
+            batched,
+            number,
+            "generate" if number == 1 else "sabotage",
+            f"job-{batched}-attempt-{number}",
+            max(1, number - 1),
+        )
+    swept = await sweeper(pool).run_once(now + 2 * MINUTE)
+    assert (swept.requeued, swept.stale) == ([batched], [])

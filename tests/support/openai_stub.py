@@ -13,23 +13,43 @@ is on, until `let_go()`), then ends as its planned behaviour says (`completed`, 
 unless it has ended (and then answers it as it is), and a response the stub has `forget()`-ten
 is 404, as one the provider no longer holds. Every created response is kept in `responses`,
 so tests count what the stub was asked to generate.
+
+The Batch API, as OpenAI runs it for `/v1/responses`: `POST /v1/files` takes a JSONL upload
+(multipart, purpose `batch`) and `GET /v1/files/{id}/content` gives a file back; `POST
+/v1/batches` validates its input file (a batch whose lines are not one request each, with a
+custom id of its own, for the batch's endpoint, is `failed` with `errors`), then is
+`in_progress` for `batch_seconds` (or, while `hold_batches()` is on, until `let_batches_go()`),
+then ends as planned (`plan_batches`): `completed`, or `expired` after answering
+`answered_before_expiry` lines (the rest go to the error file as `batch_expired`). Its answers
+go to an output file (`{"id", "custom_id", "response": {"status_code", "request_id", "body"},
+"error": null}` lines, the body a Response) and its failures to an error file; a line chosen by
+`fail_lines` is answered with its planned behaviour (`server_error` as a 500 line in the error
+file, say). `POST /v1/batches/{id}/cancel` cancels a batch under way (its lines still
+unanswered go to the error file as `batch_cancelled`); `GET /v1/batches` lists them. Every
+line answered with a usage is in `batch_generated()`, so tests count the batched calls the
+provider billed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import uvicorn
 from litestar import Litestar, Request, Response, get, post
+from litestar.datastructures import UploadFile
 from litestar.params import FromPath
 
 from core.domains import Domain
@@ -182,6 +202,67 @@ class BackgroundResponse:
         return "completed"
 
 
+BatchStatus = Literal[
+    "validating",
+    "failed",
+    "in_progress",
+    "finalizing",
+    "completed",
+    "expired",
+    "cancelling",
+    "cancelled",
+]
+BatchEnding = Literal["completed", "expired"]
+
+
+@dataclass
+class StubFile:
+    id: str
+    filename: str
+    purpose: str
+    content: bytes
+    created_at: int = 1_700_000_000
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": len(self.content),
+            "created_at": self.created_at,
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+            "expires_at": None,
+            "status_details": None,
+        }
+
+
+@dataclass
+class BatchLine:
+    custom_id: str
+    received: Received
+    # What the line was answered with once its batch ended: None while it waits (or never ran).
+    behaviour: Behaviour | None = None
+    error_code: str | None = None
+
+
+@dataclass
+class StubBatch:
+    id: str
+    input_file_id: str
+    endpoint: str
+    metadata: dict[str, str]
+    lines: list[BatchLine]
+    ending: BatchEnding
+    created_at: float
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    cancelled: bool = False
+    status: BatchStatus = "validating"
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    retrieved: int = 0
+
+
 @dataclass
 class OpenAIStub:
     base_url: str = ""
@@ -196,10 +277,29 @@ class OpenAIStub:
     # While holding, the json_schema names held; empty: every one.
     held: frozenset[str] = frozenset()
     responses: dict[str, BackgroundResponse] = field(default_factory=dict)
+    # Files and batches: how long a batch is in progress, how many lines an expiring one
+    # answers first, and which lines fail (a custom id -> its behaviour, or None).
+    files: dict[str, StubFile] = field(default_factory=dict)
+    batches: dict[str, StubBatch] = field(default_factory=dict)
+    batch_seconds: float = 0.0
+    holding_batches: bool = False
+    answered_before_expiry: int = 0
+    failing_lines: Callable[[str], Behaviour | None] = field(default_factory=lambda: _no_failure)
+    # Missions of different requests differ (see `_answers`), so none is discarded as a copy.
+    distinct: bool = False
     _plan: list[Behaviour] = field(default_factory=list)
+    _batch_plan: list[BatchEnding] = field(default_factory=list)
 
     def plan(self, *behaviours: Behaviour) -> None:
         self._plan = list(behaviours)
+
+    def plan_batches(self, *endings: BatchEnding) -> None:
+        """How the next batches end, one each; once the plan runs out, `completed`."""
+        self._batch_plan = list(endings)
+
+    def fail_lines(self, failing: Callable[[str], Behaviour | None]) -> None:
+        """Answer each batch line whose custom id `failing` maps to a behaviour with it."""
+        self.failing_lines = failing
 
     def reset(self) -> None:
         self.delay_seconds, self.retry_after = 0.0, None
@@ -209,6 +309,31 @@ class OpenAIStub:
         self.received.clear()
         self.responses.clear()
         self._plan.clear()
+        self.files.clear()
+        self.batches.clear()
+        self.batch_seconds, self.answered_before_expiry = 0.0, 0
+        self.let_batches_go()
+        self.failing_lines = _no_failure
+        self.distinct = False
+        self._batch_plan.clear()
+
+    def hold_batches(self) -> None:
+        """Every batch stays in progress until `let_batches_go()`."""
+        self.holding_batches = True
+
+    def let_batches_go(self) -> None:
+        self.holding_batches = False
+
+    def batch_generated(self, schema_name: str | None = None) -> list[BatchLine]:
+        """The batch lines answered with a usage (billed), in order; of one json_schema name
+        if given."""
+        return [
+            line
+            for batch in self.batches.values()
+            for line in batch.lines
+            if line.received.usage is not None
+            and (schema_name is None or line.received.schema_name == schema_name)
+        ]
 
     def hold(self, *schema_names: str) -> None:
         """Every background response (of these json_schema names, if any) stays in progress
@@ -248,7 +373,9 @@ class OpenAIStub:
         if behaviour == "server_error":
             return _error(500, "The server had an error while processing your request.", None, {})
         received.usage = USAGE[received.schema_name]
-        return Response(_completion(received.schema_name, behaviour, self.answers), status_code=200)
+        return Response(
+            _completion(received.schema_name, behaviour, self._answers(received)), status_code=200
+        )
 
     async def create_response(self, request: Request[Any, Any, Any]) -> Response[Any]:
         received = Received(body=await request.json())
@@ -256,6 +383,9 @@ class OpenAIStub:
         if not received.body.get("background") or received.body.get("store") is False:
             return _error(400, "this stub answers background responses only", None, {})
         behaviour = self._plan.pop(0) if self._plan else "ok"
+        if behaviour == "slow":
+            # Created only after the delay: a stop may come while the request is under way.
+            await asyncio.sleep(self.delay_seconds)
         if behaviour == "rate_limited":
             headers = {} if self.retry_after is None else {"retry-after": self.retry_after}
             return _error(429, "Rate limit reached for requests", "rate_limit_exceeded", headers)
@@ -286,6 +416,202 @@ class OpenAIStub:
         if response.status(self) not in ENDED:
             response.cancelled = True
         return Response(self._response_body(response), status_code=200)
+
+    async def upload_file(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        form = await request.form()
+        upload, purpose = form.get("file"), form.get("purpose")
+        if not isinstance(upload, UploadFile) or purpose not in ("batch", "user_data"):
+            return _error(400, "expected a file and a purpose of batch", "invalid_request", {})
+        stub_file = StubFile(
+            id=f"file-{uuid.uuid4().hex}",
+            filename=upload.filename,
+            purpose=str(purpose),
+            content=await upload.read(),
+        )
+        self.files[stub_file.id] = stub_file
+        return Response(stub_file.body(), status_code=200)
+
+    def file_content(self, file_id: str) -> Response[Any]:
+        stub_file = self.files.get(file_id)
+        if stub_file is None:
+            return _not_found(file_id, "File")
+        return Response(stub_file.content, status_code=200, media_type="application/jsonl")
+
+    async def create_batch(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        body = await request.json()
+        input_file = self.files.get(body.get("input_file_id", ""))
+        if input_file is None:
+            return _not_found(body.get("input_file_id", ""), "File")
+        if body.get("completion_window") != "24h":
+            return _error(400, "completion_window must be 24h", "invalid_request", {})
+        if body.get("endpoint") != "/v1/responses":
+            return _error(400, "this stub batches /v1/responses only", "invalid_request", {})
+        batch = StubBatch(
+            id=f"batch_{uuid.uuid4().hex}",
+            input_file_id=input_file.id,
+            endpoint=body["endpoint"],
+            metadata=body.get("metadata") or {},
+            lines=[],
+            ending=self._batch_plan.pop(0) if self._batch_plan else "completed",
+            created_at=time.monotonic(),
+        )
+        batch.lines, batch.errors = _batch_lines(input_file.content, batch.endpoint)
+        if batch.errors:
+            batch.status = "failed"
+        self.batches[batch.id] = batch
+        return Response(self._batch_body(batch), status_code=200)
+
+    def retrieve_batch(self, batch_id: str) -> Response[Any]:
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return _not_found(batch_id, "Batch")
+        batch.retrieved += 1
+        self._advance(batch)
+        return Response(self._batch_body(batch), status_code=200)
+
+    def cancel_batch(self, batch_id: str) -> Response[Any]:
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return _not_found(batch_id, "Batch")
+        self._advance(batch)
+        if batch.status in ("validating", "in_progress"):
+            batch.cancelled = True
+            self._end(batch, answered=0, unanswered="batch_cancelled")
+            batch.status = "cancelled"
+        return Response(self._batch_body(batch), status_code=200)
+
+    def list_batches(self) -> Response[Any]:
+        data = [self._batch_body(batch) for batch in reversed(self.batches.values())]
+        return Response(
+            {
+                "object": "list",
+                "data": data,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+                "has_more": False,
+            },
+            status_code=200,
+        )
+
+    def _advance(self, batch: StubBatch) -> None:
+        """A batch under way as time and the knobs say: in progress, then ended as planned."""
+        if batch.status == "validating":
+            batch.status = "in_progress"
+        if batch.status != "in_progress" or self.holding_batches:
+            return
+        if time.monotonic() < batch.created_at + self.batch_seconds:
+            return
+        if batch.ending == "expired":
+            self._end(batch, answered=self.answered_before_expiry, unanswered="batch_expired")
+            batch.status = "expired"
+        else:
+            self._end(batch, answered=len(batch.lines), unanswered="batch_expired")
+            batch.status = "completed"
+
+    def _end(self, batch: StubBatch, *, answered: int, unanswered: str) -> None:
+        """Answer the first `answered` lines and write the output and error files."""
+        outputs: list[str] = []
+        errors: list[str] = []
+        for index, line in enumerate(batch.lines):
+            if index >= answered:
+                line.error_code = unanswered
+                errors.append(_line(line, None, _unanswered(unanswered)))
+                continue
+            line.behaviour = self.failing_lines(line.custom_id) or "ok"
+            status, body = self._line_answer(line)
+            (outputs if status == 200 else errors).append(_line(line, (status, body), None))
+        batch.output_file_id = self._output_file(batch, "output", outputs)
+        batch.error_file_id = self._output_file(batch, "errors", errors)
+
+    def _line_answer(self, line: BatchLine) -> tuple[int, dict[str, Any]]:
+        behaviour = line.behaviour or "ok"
+        if behaviour in ("rate_limited", "quota"):
+            return 429, {"error": _error_body("Rate limit reached for requests", behaviour)}
+        if behaviour == "server_error":
+            return 500, {"error": _error_body("The server had an error.", None)}
+        response = BackgroundResponse(
+            id=f"resp_{uuid.uuid4().hex}",
+            received=line.received,
+            behaviour=behaviour,
+            created_at=0.0,
+        )
+        body = self._response_body(
+            response, "incomplete" if behaviour == "truncated" else "completed"
+        )
+        body["background"] = False
+        return 200, body
+
+    def _output_file(self, batch: StubBatch, kind: str, lines: list[str]) -> str | None:
+        if not lines:
+            return None
+        stub_file = StubFile(
+            id=f"file-{uuid.uuid4().hex}",
+            filename=f"{batch.id}_{kind}.jsonl",
+            purpose="batch_output",
+            content="".join(f"{each}\n" for each in lines).encode(),
+        )
+        self.files[stub_file.id] = stub_file
+        return stub_file.id
+
+    def _batch_body(self, batch: StubBatch) -> dict[str, Any]:
+        ended = batch.status in ("completed", "expired", "cancelled", "failed")
+        answered = [line for line in batch.lines if line.behaviour is not None]
+        completed = sum(1 for line in answered if self._succeeded(line))
+        usage = [line.received.usage for line in batch.lines if line.received.usage is not None]
+        at = 1_700_000_000
+        return {
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": batch.endpoint,
+            "model": "gpt-4o-mini-2024-07-18",
+            "errors": ({"object": "list", "data": batch.errors} if batch.errors else None),
+            "input_file_id": batch.input_file_id,
+            "completion_window": "24h",
+            "status": batch.status,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+            "created_at": at,
+            "in_progress_at": None if batch.status in ("validating", "failed") else at,
+            "expires_at": at + 24 * 3600,
+            "finalizing_at": at if batch.status == "completed" else None,
+            "completed_at": at if batch.status == "completed" else None,
+            "failed_at": at if batch.status == "failed" else None,
+            "expired_at": at if batch.status == "expired" else None,
+            "cancelling_at": at if batch.cancelled else None,
+            "cancelled_at": at if batch.status == "cancelled" else None,
+            "request_counts": {
+                "total": len(batch.lines),
+                "completed": completed,
+                "failed": (len(batch.lines) - completed) if ended else 0,
+            },
+            "usage": {
+                "input_tokens": sum(u[0] for u in usage),
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": sum(u[1] for u in usage),
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": sum(u[0] + u[1] for u in usage),
+            },
+            "metadata": batch.metadata,
+        }
+
+    def _answers(self, received: Received) -> dict[str, dict[str, Any]]:
+        """The answers for a request: a copy mission for a domain without code (the prompt
+        says `Language: none.`), else a python one, under the test's `answers`; with
+        `distinct`, a mission's first gold file ends with a comment naming the request's seed,
+        so missions of different jobs differ."""
+        canned = COPY_ANSWERS if "Language: none." in received.prompt else ANSWERS
+        answers = {**canned, **self.answers}
+        if not self.distinct or received.schema_name != "mission":
+            return answers
+        mission = json.loads(json.dumps(answers["mission"]))
+        first = mission["gold_files"][0]
+        comment = _COMMENTS[first["path"].rpartition(".")[2]]
+        seed = (received.body.get("metadata") or {}).get("seed", len(self.received))
+        first["content"] += comment.format(f"mission of seed {seed}") + "\n"
+        return {**answers, "mission": mission}
+
+    def _succeeded(self, line: BatchLine) -> bool:
+        return line.behaviour not in (None, "rate_limited", "quota", "server_error")
 
     def _response_body(
         self, response: BackgroundResponse, status: ResponseStatus | None = None
@@ -332,7 +658,7 @@ class OpenAIStub:
             body["usage"] = None
             response.received.usage = None
             return body
-        content, refusal, _ = _answer(name, response.behaviour, self.answers)
+        content, refusal, _ = _answer(name, response.behaviour, self._answers(response.received))
         if status == "incomplete":
             body["incomplete_details"] = {"reason": "max_output_tokens"}
         part: dict[str, Any] = (
@@ -350,6 +676,77 @@ class OpenAIStub:
             }
         ]
         return body
+
+
+_COMMENTS = {"py": "# {}", "js": "// {}", "sql": "-- {}", "md": "<!-- {} -->"}
+
+
+def _no_failure(_custom_id: str) -> Behaviour | None:
+    return None
+
+
+def _batch_lines(content: bytes, endpoint: str) -> tuple[list[BatchLine], list[dict[str, Any]]]:
+    """The requests of a batch's input file, or the errors that fail its validation."""
+    lines: list[BatchLine] = []
+    errors: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for number, text in enumerate(content.decode().splitlines(), start=1):
+        try:
+            request = json.loads(text)
+            custom_id, method, url, body = (
+                request["custom_id"],
+                request["method"],
+                request["url"],
+                request["body"],
+            )
+        except (ValueError, KeyError, TypeError):
+            errors.append(_validation("invalid_json_line", "not a request line", number))
+            continue
+        if custom_id in seen:
+            errors.append(_validation("duplicate_custom_id", f"{custom_id} again", number))
+        elif method != "POST" or url != endpoint:
+            errors.append(
+                _validation("mismatched_endpoint", f"{url} in a batch of {endpoint}", number)
+            )
+        seen.add(custom_id)
+        lines.append(BatchLine(custom_id=custom_id, received=Received(body=body)))
+    if not lines and not errors:
+        errors.append(_validation("empty_file", "the input file has no lines", None))
+    return lines, errors
+
+
+def _validation(code: str, message: str, line: int | None) -> dict[str, Any]:
+    return {"code": code, "message": message, "param": None, "line": line}
+
+
+def _line(
+    line: BatchLine, response: tuple[int, dict[str, Any]] | None, error: dict[str, Any] | None
+) -> str:
+    """One line of a batch's output or error file."""
+    answered = None
+    if response is not None:
+        status, body = response
+        answered = {"status_code": status, "request_id": uuid.uuid4().hex, "body": body}
+    return json.dumps(
+        {
+            "id": f"batch_req_{uuid.uuid4().hex}",
+            "custom_id": line.custom_id,
+            "response": answered,
+            "error": error,
+        }
+    )
+
+
+def _unanswered(code: str) -> dict[str, str]:
+    if code == "batch_expired":
+        message = "This request could not be executed before the completion window expired."
+    else:
+        message = "This request was cancelled before it ran."
+    return {"code": code, "message": message}
+
+
+def _error_body(message: str, code: str | None) -> dict[str, Any]:
+    return {"message": message, "type": code or "server_error", "param": None, "code": code}
 
 
 def _answer(
@@ -402,10 +799,10 @@ def _error(status: int, message: str, code: str | None, headers: dict[str, str])
     return Response(body, status_code=status, headers=headers)
 
 
-def _not_found(response_id: str) -> Response[Any]:
+def _not_found(object_id: str, kind: str = "Response") -> Response[Any]:
     body = {
         "error": {
-            "message": f"Response with id '{response_id}' not found.",
+            "message": f"{kind} with id '{object_id}' not found.",
             "type": "invalid_request_error",
             "param": None,
             "code": None,
@@ -434,7 +831,53 @@ class StubServer:
         async def cancel_response(response_id: FromPath[str]) -> Response[Any]:
             return stub.cancel_response(response_id)
 
-        app = Litestar([chat_completions, create_response, retrieve_response, cancel_response])
+        @get("/stub/created")
+        async def created() -> list[dict[str, Any]]:
+            return [
+                {"id": each.id, "metadata": each.received.body.get("metadata") or {}}
+                for each in stub.created()
+            ]
+
+        @post("/v1/files")
+        async def upload_file(request: Request[Any, Any, Any]) -> Response[Any]:
+            return await stub.upload_file(request)
+
+        @get("/v1/files/{file_id:str}/content")
+        async def file_content(file_id: FromPath[str]) -> Response[Any]:
+            return stub.file_content(file_id)
+
+        @post("/v1/batches")
+        async def create_batch(request: Request[Any, Any, Any]) -> Response[Any]:
+            return await stub.create_batch(request)
+
+        @get("/v1/batches")
+        async def list_batches() -> Response[Any]:
+            return stub.list_batches()
+
+        @get("/v1/batches/{batch_id:str}")
+        async def retrieve_batch(batch_id: FromPath[str]) -> Response[Any]:
+            return stub.retrieve_batch(batch_id)
+
+        @post("/v1/batches/{batch_id:str}/cancel")
+        async def cancel_batch(batch_id: FromPath[str]) -> Response[Any]:
+            return stub.cancel_batch(batch_id)
+
+        app = Litestar(
+            [
+                chat_completions,
+                create_response,
+                retrieve_response,
+                cancel_response,
+                upload_file,
+                file_content,
+                create_batch,
+                list_batches,
+                retrieve_batch,
+                cancel_batch,
+                created,
+            ],
+            request_max_body_size=64 * 1024 * 1024,
+        )
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
         port = self._socket.getsockname()[1]
@@ -475,9 +918,50 @@ def running_stub() -> Iterator[OpenAIStub]:
         server.stop()
 
 
+@contextmanager
+def stub_process(log: Path, *, response_seconds: float) -> Iterator[str]:
+    """A stub in a process of its own (a load of many worker processes would starve a test's
+    own process), each mission its own; its base URL until the end of the block. What it
+    created is at `GET /stub/created`."""
+    with log.open("wb") as errors:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.openai_stub", str(response_seconds)],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+    with process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            if not line.startswith("serving "):
+                raise RuntimeError(f"the OpenAI stub did not start: {log.read_text()}")
+            yield line.removeprefix("serving ").strip()
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
 def closed_port_url() -> str:
     """The base URL of a loopback port nothing listens on: connecting is refused."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+def main(response_seconds: str) -> None:
+    """Serve a stub whose background responses take `response_seconds`, every mission its own,
+    until SIGTERM."""
+    stub = OpenAIStub(response_seconds=float(response_seconds), distinct=True)
+    server = StubServer(stub)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    server.start()
+    print(f"serving {stub.base_url}", flush=True)
+    stopped.wait()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import asyncpg
+
 from core.domains import Domain
 from generation.drafts import MissionDraft, SabotageDraft
 from generation.ledger import Ledger
@@ -66,6 +68,9 @@ class FreeOfCharge:
 
     def worst_case_cost_usd(self, calls: int) -> Decimal:
         return Decimal(0)
+
+    def batch_lane(self, db: asyncpg.Pool, *, size: int, wait_seconds: float) -> None:
+        return None
 
     async def close(self) -> None:
         return

@@ -42,6 +42,14 @@ def test_values_are_read_and_converted() -> None:
             "WARMPOOL_TICK_SECONDS='-1' is not valid: expected a number of seconds",
         ),
         ({"WARMPOOL_DATABASE_URL": "mysql://x"}, "expected a postgresql:// URL"),
+        (
+            {"WARMPOOL_BATCH": "all"},
+            "WARMPOOL_BATCH='all' is not valid: expected off, or replenish (the replenish lane's",
+        ),
+        (
+            {"WARMPOOL_BATCH_SIZE": "50001"},
+            "WARMPOOL_BATCH_SIZE='50001' is not valid: expected a whole number from 1 to 50000",
+        ),
         ({"OPENAI_BASE_URL": "localhost:8080"}, "OPENAI_BASE_URL='localhost:8080' is not valid"),
         (
             {"WARMPOOL_REPLENISH_SHARE": "1"},
