@@ -66,6 +66,7 @@ class Worker:
         host: str | None = None,
         presumed_dead_after: timedelta = PRESUMED_DEAD_AFTER,
         patience_seconds: float = PATIENCE_SECONDS,
+        finishing_seconds: float = FINISHING_SECONDS,
         on_slot_freed: Callable[[], None] = lambda: None,
     ) -> None:
         self._db = db
@@ -85,6 +86,7 @@ class Worker:
         self._on_slot_freed = on_slot_freed
         self._presumed_dead_after = presumed_dead_after
         self._patience = patience_seconds
+        self._finishing_seconds = min(finishing_seconds, patience_seconds)
 
     def free_slots(self) -> int:
         return self.capacity - len(self._running)
@@ -331,7 +333,7 @@ class Worker:
         )
         ending = [task for held, (_, task) in self._running.items() if held in self._ending]
         if ending:
-            await asyncio.wait(ending, timeout=min(FINISHING_SECONDS, self._patience))
+            await asyncio.wait(ending, timeout=self._finishing_seconds)
         released += await self._release_at_stop(self.running())
         await self.stop()
         return released

@@ -32,6 +32,7 @@ CLAIM = "generation_claim_within_cap"
 CALL_START = "INSERT INTO llm_calls"
 RELEASE = "SET status = 'pending', attempt = j.attempt + 1"
 PATIENCE = 0.5
+FINISHING = 0.5
 
 
 @pytest.fixture
@@ -98,7 +99,9 @@ async def test_a_stopping_worker_releases_a_job_whose_end_hangs(
 ) -> None:
     hold = faults.hold(JOB_END)
     job = await enqueue(faulty_pool)
-    dispatch = dispatcher(faulty_pool, Recording(), patience_seconds=60)
+    dispatch = dispatcher(
+        faulty_pool, Recording(), patience_seconds=60, finishing_seconds=FINISHING
+    )
     worker = dispatch.worker
     await dispatch.run_once()
     await hold.reached.wait()

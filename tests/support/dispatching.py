@@ -11,7 +11,7 @@ import asyncpg
 
 from generation.dispatcher import Dispatcher
 from generation.sweeper import Sweeper
-from generation.worker import PATIENCE_SECONDS, Generator, Worker
+from generation.worker import FINISHING_SECONDS, PATIENCE_SECONDS, Generator, Worker
 from tests.support.generators import Holding
 
 # The kernel's largest pid: above it, never a live process.
@@ -29,6 +29,7 @@ def dispatcher(
     capacity: int | None = None,
     name: str | None = None,
     patience_seconds: float = PATIENCE_SECONDS,
+    finishing_seconds: float = FINISHING_SECONDS,
     domains: Iterable[str] | None = None,
 ) -> Dispatcher:
     """`domains`: the only ones the worker can make and claims (None: every domain)."""
@@ -40,6 +41,7 @@ def dispatcher(
         name=name or f"test-worker-{next(NAMES)}",
         capacity=capacity or cap,
         patience_seconds=patience_seconds,
+        finishing_seconds=finishing_seconds,
     )
     sweeper = Sweeper(
         pool, heartbeat_timeout=MINUTE, stuck_after=10 * MINUTE, pending_expiry=60 * MINUTE
