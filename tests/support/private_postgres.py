@@ -67,9 +67,11 @@ class PrivatePostgres:
         return self.url
 
     def start(self) -> None:
+        # Room for the connection pools of many processes at once (the chaos suite's long form
+        # runs six, each with a pool of up to its worker slots and more).
         options = (
             f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories='' "
-            "-c fsync=off -c full_page_writes=off"
+            "-c fsync=off -c full_page_writes=off -c max_connections=300"
         )
         self._pg_ctl("-l", str(self.root / "server.log"), "-o", options, "start")
 
