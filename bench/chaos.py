@@ -51,6 +51,15 @@ def main() -> int:
     parser.add_argument(
         "--python-share", type=float, default=0.002, help="the share of python jobs (real proofs)"
     )
+    parser.add_argument(
+        "--model",
+        choices=["offline", "stub"],
+        default="offline",
+        help="offline: the offline provider, at the rate the faults must be survived under; "
+        "stub: background calls to the loopback OpenAI stub, each paid call checked against "
+        "the calls it served (the stub, one Python process, serves some 30 jobs/s here: lower "
+        "--jobs to match)",
+    )
     parser.add_argument("--seed", type=int, default=random.randrange(2**32))
     arguments = parser.parse_args()
     print(f"chaos with seed {arguments.seed}", flush=True)
@@ -62,6 +71,7 @@ def main() -> int:
         terminate_seconds=arguments.terminate_seconds,
         python_share=arguments.python_share,
         seed=arguments.seed,
+        model=arguments.model,
         # A copy job takes two model calls; with these, the workers' slots outrun the offered
         # rate, so the queue catches up after each fault, and the cap still binds.
         model_delay=0.05,

@@ -68,6 +68,8 @@ async def run(scenario: Scenario, log_dir: Path) -> Report:
     postgres = await asyncio.to_thread(PrivatePostgres)
     try:
         await asyncio.to_thread(postgres.start)
+        if scenario.model == "offline":
+            return await _run_on(postgres, None, scenario, log_dir)
         # Each response takes the model's time; every job's mission is its own.
         with stub_process(
             log_dir / "openai-stub.log", response_seconds=scenario.model_delay
@@ -78,18 +80,19 @@ async def run(scenario: Scenario, log_dir: Path) -> Report:
 
 
 async def _run_on(
-    postgres: PrivatePostgres, stub: str, scenario: Scenario, log_dir: Path
+    postgres: PrivatePostgres, stub: str | None, scenario: Scenario, log_dir: Path
 ) -> Report:
+    """`stub`: the OpenAI stub's address; None: the offline provider."""
     keys = await create_keys(await postgres.fresh_database())
     domain_map = log_dir / "domain_map.yaml"
     domain_map.write_text(DOMAIN_MAP)
-    settings = {
-        **scenario.settings(),
-        "WARMPOOL_DOMAIN_MAP": str(domain_map),
-        "OPENAI_API_KEY": "sk-chaos",
-        "OPENAI_BASE_URL": stub,
-        "WARMPOOL_OPENAI_CALLS": "background",
-    }
+    settings = {**scenario.settings(), "WARMPOOL_DOMAIN_MAP": str(domain_map)}
+    if stub is not None:
+        settings |= {
+            "OPENAI_API_KEY": "sk-chaos",
+            "OPENAI_BASE_URL": stub,
+            "WARMPOOL_OPENAI_CALLS": "background",
+        }
     cluster = Cluster.plan(
         postgres.url, settings, log_dir, apis=scenario.apis, workers=scenario.workers
     )
@@ -118,7 +121,7 @@ class Chaos:
         cluster: Cluster,
         postgres: PrivatePostgres,
         database: asyncpg.Pool,
-        stub: str,
+        stub: str | None,
     ) -> None:
         self.scenario = scenario
         self.stub = stub
@@ -175,7 +178,8 @@ class Chaos:
                 window=s.rate_window,
                 ended_by=time.monotonic(),
             )
-        verdict = await judge(self.database, load.accepted, await served_calls(self.stub))
+        served = None if self.stub is None else await served_calls(self.stub)
+        verdict = await judge(self.database, load.accepted, served)
         held = [job for kill in self.kills for job in kill.held]
         ended = {
             row["id"]: ending_of(row["status"], row["error"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import secrets
 from dataclasses import dataclass
+from typing import Literal
 
 from tests.chaos.load import Offer
 
@@ -55,6 +56,10 @@ class Scenario:
     heartbeat_timeout: float = 2.0
     tick: float = 0.5
     model_delay: float = 0.1
+    # Where the model calls go: the loopback OpenAI stub through the real openai provider as
+    # background calls (every paid call then checked against the calls the stub served), or
+    # the offline provider, which a higher rate than the stub can serve on two cores needs.
+    model: Literal["stub", "offline"] = "stub"
     # Below a job's time: a rolling restart both lets jobs finish and gives some back.
     shutdown_grace: float = 0.05
     # How many processes the rolling restart stops and replaces, API and worker in turn (all

@@ -101,10 +101,10 @@ class Verdict:
 
 
 async def judge(
-    database: Executor, accepted: Mapping[str, str], served: Sequence[Served]
+    database: Executor, accepted: Mapping[str, str], served: Sequence[Served] | None
 ) -> Verdict:
     """The tables against what the API accepted (idempotency key -> job id) and the calls the
-    model served."""
+    model served (None: the offline provider, which serves no call to count)."""
     verdict = Verdict()
     jobs = await database.fetch("SELECT id, lane, status, attempt, error FROM generation_jobs")
     for job in jobs:
@@ -141,7 +141,8 @@ async def judge(
     billed = await _calls(database, BILLED_CALLS)
     cut_off = await _calls(database, CUT_OFF_CALLS)
     verdict.cut_off = len(cut_off)
-    verdict.problems += paid_as_served(billed, cut_off, served)
+    if served is not None:
+        verdict.problems += paid_as_served(billed, cut_off, served)
 
     for row in await database.fetch(
         "SELECT outcome, orphaned, count(*) AS calls FROM llm_calls GROUP BY outcome, orphaned"
