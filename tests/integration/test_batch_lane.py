@@ -216,6 +216,27 @@ async def test_a_line_that_keeps_failing_fails_its_job_with_the_reason_and_the_r
     await nothing_left_behind(pool, budget)
 
 
+async def test_a_batch_the_provider_refuses_fails_its_jobs_with_the_reason_and_bills_nothing(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub
+) -> None:
+    budget = a_budget(provider)
+    rig = BatchRig(pool, provider, batch_size=2, budget=budget)
+    jobs = [await enqueue(pool, None, domain=DOMAIN) for _ in range(2)]
+    openai_stub.refusing_batches = "the input file's lines ask for a model batches do not serve"
+
+    await rig.until_drained()
+
+    for status, error in (await statuses(pool)).values():
+        assert status == "failed"
+        assert error is not None
+        assert "the model API refused the batch (400" in error
+        assert "a model batches do not serve" in error
+    assert len(await statuses(pool)) == len(jobs)
+    assert await billed(pool) == []
+    assert openai_stub.batch_generated() == []
+    await nothing_left_behind(pool, budget)
+
+
 async def test_a_job_cancelled_while_it_waits_never_sends_its_line_or_books_its_answer_once(
     pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub
 ) -> None:

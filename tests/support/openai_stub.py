@@ -285,6 +285,8 @@ class OpenAIStub:
     holding_batches: bool = False
     answered_before_expiry: int = 0
     failing_lines: Callable[[str], Behaviour | None] = field(default_factory=lambda: _no_failure)
+    # A batch creation answered with this 4xx error message instead (None: batches are made).
+    refusing_batches: str | None = None
     # Missions of different requests differ (see `_answers`), so none is discarded as a copy.
     distinct: bool = False
     _plan: list[Behaviour] = field(default_factory=list)
@@ -314,6 +316,7 @@ class OpenAIStub:
         self.batch_seconds, self.answered_before_expiry = 0.0, 0
         self.let_batches_go()
         self.failing_lines = _no_failure
+        self.refusing_batches = None
         self.distinct = False
         self._batch_plan.clear()
 
@@ -446,6 +449,8 @@ class OpenAIStub:
             return _error(400, "completion_window must be 24h", "invalid_request", {})
         if body.get("endpoint") != "/v1/responses":
             return _error(400, "this stub batches /v1/responses only", "invalid_request", {})
+        if self.refusing_batches is not None:
+            return _error(400, self.refusing_batches, "invalid_request", {})
         batch = StubBatch(
             id=f"batch_{uuid.uuid4().hex}",
             input_file_id=input_file.id,
