@@ -10,7 +10,7 @@ from pathlib import Path
 from qa.proof import _runs_folder
 
 STARTERS = 8
-ROUNDS = 40
+ROUNDS = 15
 
 
 def _start(work_root: Path, started: Barrier, made: Barrier, checked: Barrier) -> None:
