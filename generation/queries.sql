@@ -141,6 +141,12 @@ FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::b
 WHERE j.id = done.id AND j.attempt = done.attempt AND j.status = 'generating'
 RETURNING j.id;
 
+-- name: sweep_moment
+-- The one moment a sweep (or a reconcile) judges every job by. Each of its statements reading
+-- now() of its own would let a job go stale between the requeue and the failing: the failing
+-- statement would then fail a job whose model call the requeue should have taken over.
+SELECT now();
+
 -- name: jobs_requeue_if_stale_with_open_call
 -- Before the sweeper fails them: a job whose worker stopped heartbeating (not one past the hard
 -- limit) that has a model call the provider may still hold, open or answered, goes back to the

@@ -47,6 +47,7 @@ class Sweeper:
         self._pending_expiry = pending_expiry
 
     async def run_once(self, now: datetime | None = None) -> Swept:
+        now = now or await self._db.fetchval(queries["sweep_moment"])
         requeued = await self._db.fetch(
             queries["jobs_requeue_if_stale_with_open_call"],
             self._heartbeat_timeout,

@@ -268,6 +268,7 @@ class Worker:
         ]
         if not dead:
             return []
+        now = now or await self._db.fetchval(queries["sweep_moment"])
         requeued = await self._db.fetch(
             queries["jobs_requeue_if_owned_by_dead_process_with_open_call"],
             dead,

@@ -5,7 +5,9 @@ last attempt, it is failed as before."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import asyncpg
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from generation.sweeper import REQUEUE_ATTEMPTS_BELOW, Sweeper
 from tests.support.dispatching import DEAD, restarted
 from tests.support.jobs import claim, enqueue, status_of
+from tests.support.polling import eventually
 
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
@@ -123,3 +126,42 @@ async def test_the_claims_a_job_spent_waiting_for_batches_do_not_count_towards_i
         )
     swept = await sweeper(pool).run_once(now + 2 * MINUTE)
     assert (swept.requeued, swept.stale) == ([batched], [])
+
+
+async def test_a_job_that_goes_stale_while_the_requeue_waits_is_requeued_not_failed(
+    pool: asyncpg.Pool,
+) -> None:
+    """A sweep judges every job at one moment: a job whose heartbeat goes silent while the
+    requeue waits for a row another session holds is left for the next sweep's requeue, never
+    failed by the statement after it, whose own now() would find it stale."""
+    timeout = timedelta(seconds=2)
+    clock = await pool.fetchval("SELECT now()")
+    held = await generating(pool, clock - 2 * timeout)
+    late = await generating(pool, clock - timeout / 4)
+    for job in (held, late):
+        await with_call(pool, job)
+    quick = Sweeper(pool, heartbeat_timeout=timeout, stuck_after=HOUR, pending_expiry=24 * HOUR)
+    async with pool.acquire() as holder:
+        locked = holder.transaction()
+        await locked.start()
+        await holder.execute("SELECT 1 FROM generation_jobs WHERE id = $1 FOR UPDATE", held)
+        sweep = asyncio.create_task(quick.run_once())
+        await eventually(
+            partial(
+                pool.fetchval,
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            ),
+            within=10,
+            what="the requeue waiting for the held row",
+        )
+        await eventually(
+            partial(pool.fetchval, "SELECT now() > $1", clock + timeout),
+            within=10,
+            what="the late job's heartbeat going stale",
+        )
+        await locked.commit()
+    swept = await sweep
+    assert (swept.requeued, swept.stale) == ([held], [])
+    assert (await status_of(pool, late))["status"] == "generating"
+    assert (await quick.run_once()).requeued == [late]
