@@ -80,7 +80,7 @@ async def prove(
         accepted=True,
         reason=f"gold passed all {gold.total} tests; the bug broke the same "
         f"{sabotage.failed + sabotage.errored} of {sabotage.total} tests as before renaming"
-        + (f" ({len(hidden)} of the {sabotage.total} hidden)" if hidden else ""),
+        + (f" ({len(hidden)} of them hidden)" if hidden else ""),
         gold=gold,
         sabotage=sabotage,
     )

@@ -92,3 +92,4 @@ async def test_every_rendering_proves_as_its_mission_does(
     hidden_ids = {test.id for test in hidden_reference.tests}
     assert hidden_ids <= {test.id for test in proof.sabotage.tests}
     assert proof.accepted, f"{rendering.renames}: {proof.reason}\n{proof.sabotage.log_excerpt}"
+    assert proof.reason.endswith(f"({len(hidden_ids)} of them hidden)"), proof.reason
