@@ -38,7 +38,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Logs go to stderr; stdout carries what a command prints for the person who ran it.
         logs.configure(settings, getattr(arguments, "log_format", None))
         return int(arguments.run(settings, arguments) or 0)
-    except (SettingsError, DomainMapError, PriceError, WorkerNameTaken) as error:
+    except (
+        SettingsError,
+        DomainMapError,
+        PriceError,
+        WorkerNameTaken,
+        migrate.SchemaMismatch,
+    ) as error:
         print(f"warmpool: {error}", file=sys.stderr)
         return 2
     except database.DatabaseUnreachable as error:

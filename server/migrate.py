@@ -52,10 +52,13 @@ async def apply(connection: Connection) -> list[Migration]:
     try:
         await connection.execute(queries["schema_migrations_create"])
         done = {
-            row["version"] for row in await connection.fetch(queries["schema_migrations_applied"])
+            row["version"]: row["name"]
+            for row in await connection.fetch(queries["schema_migrations_applied"])
         }
+        migrations = available()
+        _check_history(done, migrations)
         applied = []
-        for migration in available():
+        for migration in migrations:
             if migration.version in done:
                 continue
             async with connection.transaction():
@@ -68,6 +71,27 @@ async def apply(connection: Connection) -> list[Migration]:
         return applied
     finally:
         await connection.execute(queries["schema_migrations_unlock"])
+
+
+class SchemaMismatch(Exception):
+    """The database holds migrations that are not this release's: applying the rest would
+    build on a schema this release does not know."""
+
+
+def _check_history(done: dict[int, str], migrations: list[Migration]) -> None:
+    ours = {migration.version: migration.name for migration in migrations}
+    for version, name in sorted(done.items()):
+        if version not in ours:
+            raise SchemaMismatch(
+                f"the database has migration {version:04d}_{name}, which this release lacks: "
+                "a newer release migrated it; run that release (or a newer one)"
+            )
+        if ours[version] != name:
+            raise SchemaMismatch(
+                f"the database's migration {version:04d} is {name!r}, this release's is "
+                f"{ours[version]!r}: another release migrated it; run that release, or restore "
+                "a backup made before it"
+            )
 
 
 async def current_version(connection: Connection) -> int:

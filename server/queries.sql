@@ -61,7 +61,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 );
 
 -- name: schema_migrations_applied
-SELECT version FROM schema_migrations;
+SELECT version, name FROM schema_migrations ORDER BY version;
 
 -- name: schema_migration_record
 INSERT INTO schema_migrations (version, name) VALUES ($1::int, $2::text);

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from generation.worker import worker_identity
@@ -101,6 +102,44 @@ async def test_a_bad_domain_map_stops_start_up_naming_the_file_the_entry_and_the
             assert fragment in stderr, (command, fragment, stderr)
         assert "Traceback" not in stderr, (command, stderr)
         assert "started" not in stderr, (command, stderr)
+
+
+# --- a database migrated by another release stops start-up ----------------------------------
+
+HISTORIES = {
+    # A migration renumbered between releases: the database's 0027 is not this release's.
+    "renumbered": (
+        "UPDATE schema_migrations SET name = 'batches' WHERE version = 27",
+        "the database's migration 0027 is 'batches', this release's is",
+    ),
+    "newer": (
+        "INSERT INTO schema_migrations (version, name) VALUES (9999, 'from_the_future')",
+        "the database has migration 9999_from_the_future, which this release lacks",
+    ),
+}
+
+
+@pytest.mark.parametrize("history", HISTORIES)
+async def test_a_database_migrated_by_another_release_stops_start_up_before_any_migration(
+    database_url: str, history: str
+) -> None:
+    change, message = HISTORIES[history]
+    connection = await asyncpg.connect(database_url)
+    try:
+        last = await connection.fetchval("SELECT max(version) FROM schema_migrations")
+        # The newest migration waits to be applied, so a start that went on would apply it.
+        await connection.execute("DELETE FROM schema_migrations WHERE version = $1", last)
+        await connection.execute(change)
+        before = await connection.fetch("SELECT version, name FROM schema_migrations")
+        for command in (["migrate"], ["worker"]):
+            stderr = await asyncio.to_thread(refused, command, environment(database_url))
+            # One line says why, last: nothing started after it.
+            assert stderr.splitlines()[-1].startswith(f"warmpool: {message}"), (command, stderr)
+            assert "Traceback" not in stderr, (command, stderr)
+        after = await connection.fetch("SELECT version, name FROM schema_migrations")
+        assert sorted(map(tuple, after)) == sorted(map(tuple, before)), "nothing was applied"
+    finally:
+        await connection.close()
 
 
 # --- running a worker briefly ----------------------------------------------------------------
