@@ -231,16 +231,19 @@ async def test_a_worker_killed_mid_grading_has_it_finished_by_another(
     assert row["worker_id"].endswith(f":{other}")
 
 
-# Sampled with the sandboxes' processes: gradings not yet ended, and ended; jobs generating, and
-# completed or failed.
+# Sampled with the sandboxes' processes: gradings not yet ended, and ended; the test's jobs
+# generating, and completed or failed. Only the test's own: the missions they make are served
+# 100 times each, so the replenisher renders their bugs meanwhile, on and on.
 TOGETHER = """
 SELECT (SELECT count(*) FROM submissions WHERE status IN ('pending', 'running')) AS backlog,
        (SELECT count(*) FROM submissions WHERE status IN ('passed', 'failed', 'error'))
            AS graded,
-       (SELECT count(*) FROM generation_jobs WHERE status IN ('pending', 'generating'))
-           AS generating,
-       (SELECT count(*) FROM generation_jobs WHERE status = 'completed') AS completed,
-       (SELECT count(*) FROM generation_jobs WHERE status = 'failed') AS failed
+       (SELECT count(*) FROM generation_jobs
+        WHERE lane = 'interactive' AND status IN ('pending', 'generating')) AS generating,
+       (SELECT count(*) FROM generation_jobs
+        WHERE lane = 'interactive' AND status = 'completed') AS completed,
+       (SELECT count(*) FROM generation_jobs
+        WHERE lane = 'interactive' AND status = 'failed') AS failed
 """
 
 
