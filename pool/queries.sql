@@ -1,123 +1,12 @@
 -- Queries of serving: the missions' serve counts and retirement, and mission_instances.
 
--- name: mission_serve_least_served
--- One statement: pick the least-served approved, unretired mission of the allowed domains
--- that this user does not have yet (and, with a cohort $7, that fewer than its domain's
--- cohort_share $8 of that cohort have), then its least-served live variant, then a ready
--- rendering of that variant with serves left; count the serve on all three, retire the
--- variant and the mission when their counts reach their limits, and snapshot the candidate's
--- instance from the rendering.
--- Only a mission at the lowest committed count may be taken, so counts stay within one of
--- each other however many serves run at once; SKIP LOCKED spreads concurrent serves over
--- the missions at that level instead of queueing them on one row. The conditions are
--- re-checked on the locked row, and the CHECKs on serve_count <= max_serves make an
--- over-serve impossible whatever happens. With $5 set: only that mission, whose lock the
--- caller already holds after waiting for it. With $9 set: only that mission, at whatever count
--- (a waiting user's own, just approved or stored in the caller's transaction, which holds its
--- row so no other serve of it runs meanwhile).
--- Every serve of a mission holds the mission's row and raises its count, so a mission whose
--- count passed the re-check has had no serve commit since this statement's snapshot: its
--- instances (the user's, the cohort's) and its variants' and renderings' counts as read here
--- are current. The variant and the rendering are locked before anything is written, since a
--- reviewer may retire a variant without the mission's lock: a variant retired meanwhile drops
--- out at its lock, and then nothing is written at all.
-WITH eligible AS (
-    SELECT m.id, m.serve_count FROM missions m
-    WHERE m.domain = ANY($1::text[])
-      AND m.qa_status = 'approved' AND m.retired_at IS NULL  -- the missions_servable index
-      AND ($9::bigint IS NULL OR m.id = $9::bigint)
-      AND NOT EXISTS (
-          SELECT 1 FROM mission_instances i WHERE i.mission_id = m.id AND i.user_id = $2::text
-      )
-      AND ($7::text IS NULL
-           OR ($8::int[])[array_position($1::text[], m.domain)] IS NULL
-           OR (SELECT count(*) FROM mission_instances i  -- the mission_instances_cohort index
-               WHERE i.mission_id = m.id AND i.cohort = $7::text)
-              < ($8::int[])[array_position($1::text[], m.domain)])
-      -- A scalar subquery with a LIMIT, run per mission: its first live variant with a ready
-      -- rendering ends it. As an EXISTS, the planner may join every live variant of every
-      -- mission to its renderings first (hundreds of probes for one serve).
-      AND (SELECT 1 FROM mission_variants v  -- the mission_variants_servable index
-           -- LATERAL with a LIMIT: one index probe per variant, never a scan of every rendering.
-           CROSS JOIN LATERAL (
-               SELECT 1 FROM mission_renderings r  -- the mission_renderings_servable index
-               WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
-               LIMIT 1
-           ) ready
-           WHERE v.mission_id = m.id AND v.retired_at IS NULL
-           LIMIT 1) IS NOT NULL
-),
-chosen AS (
-    SELECT m.id FROM missions m
-    -- A few ids by primary key, however many missions the table holds.
-    WHERE m.id = ANY (ARRAY(
-              SELECT id FROM eligible
-              WHERE serve_count = (SELECT min(serve_count) FROM eligible)
-          ))
-      -- m's own count, not eligible's: the lock re-checks it on the row's latest version.
-      AND m.serve_count = (SELECT min(serve_count) FROM eligible)
-      AND ($5::bigint IS NULL OR m.id = $5::bigint)
-    ORDER BY m.id
-    LIMIT 1
-    FOR UPDATE OF m SKIP LOCKED
-),
-variant AS (
-    SELECT v.id FROM mission_variants v  -- the mission_variants_servable index
-    CROSS JOIN LATERAL (
-        SELECT 1 FROM mission_renderings r
-        WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
-        LIMIT 1
-    ) ready
-    WHERE v.mission_id = (SELECT id FROM chosen) AND v.retired_at IS NULL
-    ORDER BY v.serve_count, v.id
-    LIMIT 1
-    FOR UPDATE OF v
-),
-rendering AS (
-    SELECT r.id FROM mission_renderings r  -- the mission_renderings_servable index
-    WHERE r.variant_id = (SELECT id FROM variant)
-      AND r.status = 'ready' AND r.serve_count < r.max_serves
-    ORDER BY r.serve_count, r.id
-    LIMIT 1
-    FOR UPDATE OF r
-),
-served_rendering AS (
-    UPDATE mission_renderings r
-    SET serve_count = r.serve_count + 1
-    -- By primary key, each update below too: a join could scan the table to find one row.
-    WHERE r.id = (SELECT id FROM rendering)
-    RETURNING r.id, r.variant_id, r.files
-),
-served_variant AS (
-    UPDATE mission_variants v
-    SET serve_count = v.serve_count + 1,
-        retired_at = CASE WHEN v.serve_count + 1 >= v.max_serves
-                          THEN coalesce($4::timestamptz, now()) END,
-        retire_reason = CASE WHEN v.serve_count + 1 >= v.max_serves
-                             THEN 'served ' || v.max_serves || ' times' END
-    WHERE v.id = (SELECT variant_id FROM served_rendering)
-    RETURNING v.id, v.mission_id
-),
-served AS (
-    UPDATE missions m
-    SET serve_count = m.serve_count + 1,
-        retired_at = CASE WHEN m.serve_count + 1 >= m.max_serves
-                          THEN coalesce($4::timestamptz, now()) END,
-        retire_reason = CASE WHEN m.serve_count + 1 >= m.max_serves
-                             THEN 'served ' || m.max_serves || ' times' END
-    WHERE m.id = (SELECT mission_id FROM served_variant)
-      AND m.qa_status = 'approved' AND m.retired_at IS NULL
-    RETURNING m.id, m.domain, m.language, m.title, m.brief, m.serve_count
-)
-INSERT INTO mission_instances
-    (mission_id, variant_id, rendering_id, user_id, cohort, track, domain, language, title,
-     brief, files, serve_number, created_at, created_by)
-SELECT served.id, served_variant.id, served_rendering.id, $2::text, $7::text, $3::text,
-       served.domain, served.language, served.title, served.brief, served_rendering.files,
-       served.serve_count, coalesce($4::timestamptz, now()), $6::bigint
-FROM served, served_variant, served_rendering
-RETURNING id, mission_id, variant_id, user_id, cohort, track, domain, language, title, brief,
-          files, serve_number, created_at;
+-- name: pool_serve_round
+-- One round of a serve (migration 0032 has the statement and its argument): the instance made,
+-- or no row when the round served nothing and holds nothing.
+SELECT * FROM pool_serve_round(
+    $1::text[], $2::text, $3::text, $4::timestamptz, $5::bigint, $6::bigint, $7::text, $8::int[],
+    $9::bigint
+);
 
 -- name: job_waiting_for_mission
 -- Who an interactive job serves once its mission is approved: the user, their track and
@@ -127,7 +16,7 @@ SELECT domain, user_id, track, cohort, created_by FROM generation_jobs WHERE id 
 -- name: mission_least_served_id
 -- When every eligible mission is locked by concurrent serves, the one to wait for: one of
 -- the least served, at random, so that many waiters spread over them instead of queueing
--- on the same one. Eligible as mission_serve_least_served has it.
+-- on the same one. Eligible as a serve's round has it (pool_serve_round).
 SELECT m.id FROM missions m
 WHERE m.domain = ANY($1::text[]) AND m.qa_status = 'approved' AND m.retired_at IS NULL
   AND NOT EXISTS (
@@ -138,21 +27,9 @@ WHERE m.domain = ANY($1::text[]) AND m.qa_status = 'approved' AND m.retired_at I
        OR (SELECT count(*) FROM mission_instances i
            WHERE i.mission_id = m.id AND i.cohort = $3::text)
           < ($4::int[])[array_position($1::text[], m.domain)])
-  AND (SELECT 1 FROM mission_variants v
-       CROSS JOIN LATERAL (
-           SELECT 1 FROM mission_renderings r
-           WHERE r.variant_id = v.id AND r.status = 'ready' AND r.serve_count < r.max_serves
-           LIMIT 1
-       ) ready
-       WHERE v.mission_id = m.id AND v.retired_at IS NULL
-       LIMIT 1) IS NOT NULL
+  AND m.ready_serves > 0
 ORDER BY m.serve_count, random()
 LIMIT 1;
-
--- name: mission_lock_waiting
--- Waits for the serve holding this one row to commit, then holds it for the caller's serve.
--- One row only: a waiter holds no other mission's lock, so waiters can never deadlock.
-SELECT id FROM missions WHERE id = $1::bigint FOR UPDATE;
 
 -- name: instance_by_id
 -- With $2, only an instance that key made.
@@ -321,11 +198,11 @@ CROSS JOIN LATERAL (
 -- Per domain, every serve ever made, without reading the instances: each serve adds one to its
 -- mission's serve_count in the statement that makes the instance, so the missions' counts sum
 -- to the instances. Summed over missions_servable and missions_out_of_stock_serves, which
--- together hold every mission once, each with its count.
+-- together hold every mission once, the latter with its count (out_of_stock_serve_count).
 SELECT d.domain,
        (SELECT coalesce(sum(m.serve_count), 0) FROM missions m
         WHERE m.domain = d.domain AND m.qa_status = 'approved' AND m.retired_at IS NULL)
-     + (SELECT coalesce(sum(m.serve_count), 0) FROM missions m
+     + (SELECT coalesce(sum(m.out_of_stock_serve_count), 0) FROM missions m
         WHERE m.domain = d.domain AND (m.qa_status <> 'approved' OR m.retired_at IS NOT NULL))
        AS serves
 FROM unnest($1::text[]) AS d(domain);

@@ -60,32 +60,22 @@ async def serve(
     cohort_shares = [domain.cohort_share for domain in domains]
     waited_for = None
     for _ in range(SERVE_ROUNDS):
-        try:
-            # A savepoint per round: a round that serves nothing rolls back, and with it any
-            # row it locked (a locked row that failed its re-check stays locked otherwise),
-            # so a serve never holds one mission while it waits for another.
-            async with connection.transaction():
-                if waited_for is not None:
-                    await connection.execute(queries["mission_lock_waiting"], waited_for)
-                row = await connection.fetchrow(
-                    queries["mission_serve_least_served"],
-                    names,
-                    user_id,
-                    track,
-                    now,
-                    waited_for,
-                    created_by,
-                    cohort,
-                    cohort_shares,
-                    None,
-                )
-                if row is None:
-                    raise _NothingServed
+        row = await connection.fetchrow(
+            queries["pool_serve_round"],
+            names,
+            user_id,
+            track,
+            now,
+            waited_for,
+            created_by,
+            cohort,
+            cohort_shares,
+            None,
+        )
+        if row is not None:
             return instance_from_row(row)
-        except asyncpg.UniqueViolationError:
-            pass  # the same user served twice at once; the other serve's instance now shows
-        except _NothingServed:
-            pass
+        # Nothing served: the round held nothing afterwards (the same user served twice at
+        # once shows the other serve's instance from now on).
         if waited_for is not None:
             # The mission waited for went to another serve: plan again from the start, where
             # any unlocked mission at the lowest count will do.
@@ -101,10 +91,6 @@ async def serve(
     return None
 
 
-class _NothingServed(Exception):
-    """This round served nothing: roll it back, and plan again."""
-
-
 async def serve_to_waiting_user(
     connection: Connection, *, mission_id: int, job_id: int
 ) -> Instance | None:
@@ -117,7 +103,7 @@ async def serve_to_waiting_user(
     if job is None:
         return None
     row = await connection.fetchrow(
-        queries["mission_serve_least_served"],
+        queries["pool_serve_round"],
         [job["domain"]],
         job["user_id"],
         job["track"],

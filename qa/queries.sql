@@ -92,9 +92,16 @@ FROM mission_variants v JOIN missions m ON m.id = v.mission_id
 WHERE v.mission_id = $1::bigint
 ORDER BY v.id;
 
+-- name: mission_lock_before_its_variant
+-- A change of a live variant locks its mission's row first, as a serve does before it locks
+-- the variant: the trigger of migration 0031 then writes the mission's ready_serves, in the
+-- order serves take the two rows, so the two never deadlock.
+SELECT id FROM missions WHERE id = $1::bigint FOR NO KEY UPDATE;
+
 -- name: variant_retire_unless_retired
 -- Serving picks only variants with retired_at IS NULL, locking the one it takes: once this
--- commits, no serve can take the variant again.
+-- commits, no serve can take the variant again. The caller holds the mission's row
+-- (mission_lock_before_its_variant).
 UPDATE mission_variants
 SET retired_at = now(), retired_by = $3::text, retire_reason = $4::text
 WHERE id = $2::bigint AND mission_id = $1::bigint AND retired_at IS NULL
@@ -184,5 +191,6 @@ ON CONFLICT (mission_id, number) WHERE number IS NOT NULL DO NOTHING
 RETURNING id;
 
 -- name: variant_add_rendered_serves
--- The variant's ready renderings hold $2 more serves: serving may take them from now on.
+-- The variant's ready renderings hold $2 more serves: serving may take them from now on. The
+-- caller holds the mission's row (mission_lock_before_its_variant).
 UPDATE mission_variants SET rendered_serves = rendered_serves + $2::int WHERE id = $1::bigint;

@@ -93,6 +93,7 @@ async def store(
         )
         ready += stored is not None and accepted
     if ready:
+        await connection.execute(queries["mission_lock_before_its_variant"], variant.mission_id)
         await connection.execute(queries["variant_add_rendered_serves"], variant.id, ready)
         await trace.fingerprint_renderings_of(connection, variant.id)
     return ready

@@ -100,6 +100,7 @@ async def retire_variant(
 ) -> Mission:
     """Retire one variant of the mission; the mission as it is now."""
     text = _reason(reason)
+    await connection.execute(queries["mission_lock_before_its_variant"], mission_id)
     retired = await connection.fetchval(
         queries["variant_retire_unless_retired"], mission_id, variant_id, reviewer, text
     )

@@ -1,7 +1,8 @@
 """The claim and count queries read generation_jobs through the partial indexes on its live
 rows only, however much finished history the table holds (migration 0001), and the jobs page
 reads a page of index entries per filter (migration 0016); a scrape of /metrics reads neither
-every instance nor every ledger row, however many there are.
+every instance nor every ledger row, however many there are; a serve reads the stock through its
+partial indexes and primary keys only, and its updates write no index entry (migration 0031).
 
 The plans are the ones Postgres runs: auto_explain logs each executed statement's plan to this
 session, nested ones included, so the claim's statement inside its plpgsql function
@@ -23,14 +24,17 @@ import msgspec
 import pytest
 
 from core import domains
-from core.sql import Queries
+from core.sql import Connection, Queries
 from generation.admission import FAIR_SHARE_STEP
 from generation.offline import OfflineProvider
+from pool import serving
+from server.database import create_pool
 from server.generation_wiring import spend_budget
 from server.metrics import read_snapshot
 from server.settings import Settings
 from tests.support import postgres
 from tests.support.jobs import LIMITS
+from tests.support.missions import add_mission
 from tests.support.plans import nodes
 from tests.support.server import ROOT
 
@@ -690,3 +694,115 @@ async def test_the_spend_page_reads_the_kept_daily_totals_never_the_ledger(
     assert sum(row["llm_calls"] for row in days) == 13 * 960 + 480
     assert {row["outcome"] for row in days} == {"ok", "failed", "refused"}
     assert not [node for plan in plans for node in reads(plan, "llm_calls")]
+
+
+@pytest.fixture(scope="module")
+async def serving_history(postgres_server: str, template: str) -> AsyncIterator[str]:
+    """A stock of 10 missions of 5 bugs each beside a long history: 2,000 retired missions, each
+    with its retired bug and rendering, and their 20,000 instances."""
+    name, url = await postgres.create_database(postgres_server, template)
+    db = await create_pool(url, max_size=1)
+    try:
+        for _ in range(10):
+            await add_mission(db, variants=5, bug_share=20)
+        await db.execute(
+            """INSERT INTO missions (domain, kind, language, title, brief, gold_files,
+                   test_files, sabotaged_files, bug_summary, proof, provider, qa_status,
+                   serve_count, max_serves, retired_at, retire_reason, content_hash)
+               SELECT 'python-backend', 'technical', 'python', 'past ' || n, 'b', '{}', '{}',
+                      '{}', 's', '{}', 'test', 'approved', 10, 10, now(), 'served 10 times',
+                      sha256(('past-' || n)::bytea)
+               FROM generate_series(1, 2000) n"""
+        )
+        await db.execute(
+            """WITH variant AS (
+                   INSERT INTO mission_variants (mission_id, sabotaged_files, bug_summary, proof,
+                          provider, serve_count, max_serves, rendered_serves, retired_at,
+                          retire_reason, content_hash)
+                   SELECT m.id, '{}', 's', '{}', 'test', 10, 10, 10, now(), 'served 10 times',
+                          m.content_hash
+                   FROM missions m WHERE m.retired_at IS NOT NULL
+                   RETURNING id, mission_id
+               )
+               INSERT INTO mission_renderings (variant_id, mission_id, files, gold_files,
+                      test_files, hidden_test_files, renderer, proof, status, serve_count,
+                      max_serves)
+               SELECT id, mission_id, '{}', '{}', '{}', '{}', 'identity', '{}', 'ready', 10, 10
+               FROM variant"""
+        )
+        await db.execute(
+            """INSERT INTO mission_instances (mission_id, user_id, track, domain, language,
+                   title, brief, files, serve_number, created_at)
+               SELECT m.id, 'past-user-' || n, 'backend-engineer', 'python-backend', 'python',
+                      't', 'b', '{}', 1, now()
+               FROM generate_series(1, 20000) n
+               JOIN missions m ON m.title = 'past ' || (1 + n % 2000)"""
+        )
+        await db.execute("VACUUM ANALYZE")
+    finally:
+        await db.close()
+    yield url
+    await postgres.drop_database(postgres_server, name)
+
+
+SERVING_READS = {
+    "missions": {"missions_servable", "missions_pkey"},
+    "mission_variants": {"mission_variants_servable", "mission_variants_pkey"},
+    "mission_renderings": {"mission_renderings_servable", "mission_renderings_pkey"},
+    # The user's instances (does the user have it?) and the cohort's, never all of them.
+    "mission_instances": {
+        "mission_instances_mission_id_user_id_key",
+        "mission_instances_user",
+        "mission_instances_cohort",
+    },
+}
+
+
+def serve_once(connection: Connection) -> Awaitable[serving.Instance | None]:
+    return serving.serve(
+        connection,
+        user_id="a-new-user",
+        track="backend-engineer",
+        domains=DOMAIN_MAP.domains_for("backend-engineer"),
+    )
+
+
+@plan_modes
+async def test_a_serve_reads_the_stock_through_its_partial_indexes_and_primary_keys(
+    serving_history: str, plan_mode: str
+) -> None:
+    instance, plans = await executed_plans(
+        serving_history, plan_mode, serve_once, tables=tuple(SERVING_READS)
+    )
+    assert instance is not None
+    shown = "\n".join(json.dumps(plan, indent=1) for plan in plans)
+    for table, indexes in SERVING_READS.items():
+        read = {
+            node.get("Index Name", node["Node Type"])
+            for plan in plans
+            for node in reads(plan, table)
+        }
+        assert read <= indexes, f"{table} read through {read - indexes}:\n{shown}"
+
+
+async def test_a_serve_writes_no_index_entry_for_its_counts(serving_history: str) -> None:
+    """The serve's three updates (mission, variant, rendering) are HOT updates: the counts
+    they raise are in no index, so a serve costs no more index writes than its instance's."""
+    db = await create_pool(serving_history, max_size=1)
+    try:
+        async with db.acquire() as connection:
+            transaction = connection.transaction()
+            await transaction.start()
+            assert await serve_once(connection) is not None
+            updates = await connection.fetch(
+                """SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
+                   WHERE relname IN ('missions', 'mission_variants', 'mission_renderings')"""
+            )
+            await transaction.rollback()
+    finally:
+        await db.close()
+    assert {row["relname"]: (row["n_tup_upd"], row["n_tup_hot_upd"]) for row in updates} == {
+        "missions": (1, 1),
+        "mission_variants": (1, 1),
+        "mission_renderings": (1, 1),
+    }

@@ -7,6 +7,7 @@ that serves its whole share, so that serving is tested apart from how renderings
 same 200 serves over renderings that rendering jobs made and proved, each served once, are in
 tests/integration/proof/test_rendering_jobs.py."""
 
+import asyncio
 from collections import Counter
 
 import asyncpg
@@ -16,10 +17,13 @@ from litestar.testing import AsyncTestClient
 
 from core import domains
 from core.domains import DomainMap
-from pool import requests, stats
+from pool import requests, reviews, stats
 from pool.replenish import VARIANT_FAILURES_TO_GIVE_UP, Replenisher
 from pool.stats import RENDERING_FAILURES_TO_GIVE_UP
+from qa import rendered
 from qa.missions import MissionProof, store_variant
+from qa.renderings import RenderingProof
+from qa.results import TestResult, proof_run
 from server.auth import Role
 from server.settings import Settings
 from tests.support import serving
@@ -265,3 +269,128 @@ async def test_the_replenisher_renders_variants_until_their_rendering_jobs_keep_
     again = await replenisher.run_once()
     assert [job for each in again.domains for job in each.rendering_jobs] == [], "under way"
     assert (await stats.count(pool, domain_map))["python-backend"].measured.rendering_jobs == 1
+
+
+# A mission's ready_serves beside what its variants hold (migration 0031).
+READY_SERVES = """
+SELECT m.ready_serves,
+       (SELECT sum(CASE WHEN v.retired_at IS NULL
+                        THEN least(v.rendered_serves, v.max_serves) - v.serve_count
+                        ELSE 0 END)
+        FROM mission_variants v WHERE v.mission_id = m.id)::int AS held
+FROM missions m WHERE m.id = $1
+"""
+
+
+async def counted(pool: asyncpg.Pool, mission: int) -> tuple[int, int]:
+    row = await pool.fetchrow(READY_SERVES, mission)
+    assert row is not None
+    return row["ready_serves"], row["held"]
+
+
+def proven_rendering(number: int, files: dict[str, str]) -> rendered.ProvenRendering:
+    run = proof_run(
+        language="python",
+        trust="trusted",
+        confinement="limits",
+        command="pytest",
+        duration_s=0.1,
+        log="",
+        tests=[TestResult(id="test_it", outcome="passed")],
+        problem=None,
+    )
+    return rendered.ProvenRendering(
+        number=number,
+        gold_files={"solution.py": "GOLD = True\n"},
+        test_files={"test_solution.py": "def test_it(): pass\n"},
+        hidden_test_files={},
+        sabotaged_files=files | {"rendering.py": f"NUMBER = {number}\n"},
+        proof=RenderingProof(accepted=True, reason="test", gold=run, sabotage=run),
+    )
+
+
+async def test_a_missions_ready_serves_are_what_its_variants_hold_under_concurrent_changes(
+    pool: asyncpg.Pool,
+) -> None:
+    """Serves, renderings stored and a variant retired, all at once on real connections: the
+    count the serve reads from the mission's row stays what its variants hold, and the writers
+    of the mission's and the variants' rows never deadlock."""
+    mission = await add_mission(pool, max_serves=25, variants=4, bug_share=5)
+    # As in a domain with code: each bug's identity rendering serves once. Proven, for the
+    # reviewer's view of the mission.
+    await pool.execute(
+        "UPDATE mission_variants SET rendered_serves = 1, proof = $2 WHERE mission_id = $1",
+        mission,
+        PROOF,
+    )
+    await pool.execute("UPDATE missions SET proof = $2 WHERE id = $1", mission, PROOF)
+    await pool.execute(
+        "UPDATE mission_renderings SET max_serves = 1 WHERE mission_id = $1", mission
+    )
+    assert await counted(pool, mission) == (4, 4)
+    variants = await pool.fetch(
+        "SELECT id, sabotaged_files FROM mission_variants WHERE mission_id = $1 ORDER BY id",
+        mission,
+    )
+
+    async def render(index: int) -> None:
+        variant = rendered.VariantToRender(
+            id=variants[index]["id"],
+            mission_id=mission,
+            gold_files={},
+            test_files={},
+            hidden_test_files={},
+            sabotaged_files=variants[index]["sabotaged_files"],
+            reference=proven_rendering(0, {}).proof.sabotage,
+            hidden_reference=None,
+            lacking=4,
+            numbers_taken=frozenset(),
+        )
+        files = variants[index]["sabotaged_files"]
+        async with pool.acquire() as connection, connection.transaction():
+            numbers = range(10 * index + 1, 10 * index + 5)
+            stored = [proven_rendering(number, files) for number in numbers]
+            assert await rendered.store(connection, variant, stored) == 4
+
+    users = [f"concurrent-{n}" for n in range(15)]
+    await asyncio.gather(
+        *(render(index) for index in range(3)),
+        serve_all(pool, shares_map(), users),
+        reviews.retire_variant(
+            pool, mission, variants[3]["id"], reviewer="test", reason="it leaked"
+        ),
+    )
+    ready, held = await counted(pool, mission)
+    assert ready == held
+    served = await pool.fetchval(
+        "SELECT count(*) FROM mission_instances WHERE mission_id = $1", mission
+    )
+    # Three bugs of five serves each, rendered in full, and what the fourth served before it
+    # was retired (at most its one identity rendering).
+    assert (
+        ready
+        + served
+        - await pool.fetchval(
+            "SELECT serve_count FROM mission_variants WHERE id = $1", variants[3]["id"]
+        )
+        == 15
+    )
+
+
+async def test_a_serve_the_previous_release_makes_is_counted_on_the_mission_too(
+    pool: asyncpg.Pool,
+) -> None:
+    """During a rolling deploy the previous release's API processes serve with their own
+    statement, which raises a variant's count but not the mission's ready_serves: the trigger
+    counts those, and only a serve of this release counts its own."""
+    mission = await add_mission(pool, max_serves=25, variants=2, bug_share=5)
+    assert await counted(pool, mission) == (10, 10)
+    [answer] = await serve_all(pool, shares_map(), ["served-now"])
+    assert answer.instance is not None
+    assert await counted(pool, mission) == (9, 9)
+    await pool.execute(
+        """UPDATE mission_variants SET serve_count = serve_count + 1
+           WHERE id = (SELECT min(id) FROM mission_variants WHERE mission_id = $1)""",
+        mission,
+    )
+    assert await counted(pool, mission) == (8, 8)
