@@ -69,9 +69,11 @@ async def serve_or_enqueue(
     metrics: QueueMetrics | None = None,
 ) -> Answer:
     """A worker is live while its heartbeat is younger than `heartbeat_timeout`."""
+    served: serving.Instance | None = None
 
     async def create(connection: Connection) -> idempotency.Remembered:
-        instance = await serving.serve(
+        nonlocal served
+        served = await serving.serve(
             connection,
             user_id=request.user_id,
             track=request.track,
@@ -79,8 +81,8 @@ async def serve_or_enqueue(
             cohort=request.cohort,
             created_by=request.key_id,
         )
-        if instance is not None:
-            return idempotency.Remembered(job_id=None, instance_id=int(instance.id))
+        if served is not None:
+            return idempotency.Remembered(job_id=None, instance_id=int(served.id))
         # No stock (or none within the cohort's share): a user who asks again while their
         # generation is under way gets that job, whatever the request's key: a click more
         # never pays for a second generation. (With stock the serve above answers at once and
@@ -90,7 +92,7 @@ async def serve_or_enqueue(
             job_id = await _enqueue(connection, request, limits, heartbeat_timeout, metrics)
         return idempotency.Remembered(job_id=job_id, instance_id=None)
 
-    return await _answered(db, request, create)
+    return await _answered(db, request, create, made_now=lambda: served)
 
 
 async def enqueue_for_user(
@@ -112,8 +114,10 @@ async def _answered(
     db: asyncpg.Pool,
     request: UserRequest,
     create: Callable[[Connection], Awaitable[idempotency.Remembered]],
+    made_now: Callable[[], serving.Instance | None] = lambda: None,
 ) -> Answer:
-    """`create` in a transaction under the request's idempotency key, then the answer."""
+    """`create` in a transaction under the request's idempotency key, then the answer; an
+    instance `create` made is answered as `made_now` has it, without reading it again."""
     async with db.acquire() as connection:
         async with connection.transaction():
             made, first = await idempotency.once(
@@ -123,6 +127,9 @@ async def _answered(
                 request.fingerprint,
                 lambda: create(connection),
             )
+        instance = made_now() if first else None
+        if instance is not None:
+            return Answer(instance, None, first)
         return await _answer(connection, made, first)
 
 
