@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import asyncpg
 import msgspec
@@ -12,6 +13,7 @@ from server.app import create_app
 from server.auth import Role
 from server.database import create_pool
 from server.settings import Settings
+from tests.fuzz import tally
 from tests.support import fleet, postgres
 from tests.support.openai_stub import OpenAIStub, running_stub
 from tests.support.server import ROOT, create_keys
@@ -91,3 +93,33 @@ def openai_stub(openai_stub_server: OpenAIStub) -> OpenAIStub:
     """The stub, with nothing planned or recorded."""
     openai_stub_server.reset()
     return openai_stub_server
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # scripts/test runs the suite in two pytest-xdist workers: the heavy tests go to one of
+    # them, one at a time, so that no two of them share the cores and none of their timings
+    # (reclaims, recoveries) pays for another's load.
+    for item in items:
+        if item.get_closest_marker("heavy"):
+            item.add_marker(pytest.mark.xdist_group("heavy"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # An xdist worker hands what its fuzz tests ran to the controller, which prints it.
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["fuzz_answers"] = [[*key, count] for key, count in tally.ANSWERS.items()]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    for role, operation, status, count in node.workeroutput.get("fuzz_answers", []):
+        tally.record(role, operation, status, count)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    lines = tally.report()
+    if lines:
+        terminalreporter.section("fuzz cases run")
+        for line in lines:
+            terminalreporter.write_line(line)

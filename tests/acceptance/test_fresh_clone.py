@@ -21,7 +21,7 @@ from tests.support.embedded import printed_keys, stop_postgres
 from tests.support.first_run import serves_every_domain
 from tests.support.server import ROOT, Process, environment, free_port, wait_ready
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 @pytest.fixture

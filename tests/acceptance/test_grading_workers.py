@@ -36,7 +36,7 @@ from tests.support.polling import eventually
 from tests.support.proving import ensure_toolchain
 from tests.support.server import Process, create_keys, environment, running_server, spawn
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from tests.chaos.engine import run
 from tests.chaos.scenario import Scenario
 from tests.support.proving import ensure_toolchain
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 # 10 jobs/s, each job's two model calls background responses through the SDK to the stub:
 # enough statements under way that the terminations cut some mid-flight.

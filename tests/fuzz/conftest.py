@@ -23,7 +23,6 @@ import schemathesis
 from core import domains
 from server.auth import ROLES, Role
 from server.database import create_pool
-from tests.fuzz import tally
 from tests.support import fleet, postgres
 from tests.support.http import bearer
 from tests.support.missions import serve_identity_as_often_as_its_variant
@@ -175,11 +174,3 @@ def api_schema(target: Target, role: Role) -> schemathesis.BaseSchema:
     # As `schemathesis run --checks all` sets them.
     config.projects.override.checks.update(included_check_names=["all"])
     return schemathesis.openapi.from_url(f"{target.url}/schema/openapi.json", config=config)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    lines = tally.report()
-    if lines:
-        terminalreporter.section("fuzz cases run")
-        for line in lines:
-            terminalreporter.write_line(line)

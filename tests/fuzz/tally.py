@@ -10,8 +10,8 @@ ANSWERS: Counter[tuple[str, str, int]] = Counter()
 COLUMN = 15
 
 
-def record(role: str, operation: str, status: int) -> None:
-    ANSWERS[role, operation, status] += 1
+def record(role: str, operation: str, status: int, answers: int = 1) -> None:
+    ANSWERS[role, operation, status] += answers
 
 
 def report() -> list[str]:

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.usefixtures("standing_worker")
 
 # 4 missions, 16 more bugs and 80 renderings, each proven in the sandbox: about 220 runs on
 # two proof slots, half a minute on a quiet machine.
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 async def test_200_users_at_once_get_instances_no_two_of_which_share_their_files(
     pool: asyncpg.Pool, prover: Prover
