@@ -60,6 +60,10 @@ FROM generation_jobs WHERE lane = 'replenish'
 STUCK_WATCH_SECONDS = 1.0
 # The load's pace is measured over this long before the PostgreSQL stop and after its start.
 AROUND_RESTART_SECONDS = 5.0
+# The restart comes under a steady load: once the load has kept this share of its plan over
+# the seconds above, or once this many seconds of waiting for it have passed.
+STEADY_SHARE = 0.95
+STEADY_WAIT_SECONDS = 30.0
 
 T = TypeVar("T")
 
@@ -140,6 +144,8 @@ class Chaos:
         # What a session made after the default changed began its transactions in.
         self.isolation: str | None = None
         self.recoveries: list[Recovery] = []
+        # The load of the run under way.
+        self._load: Load | None = None
         self.problems: list[str] = []
         self._starting: list[asyncio.Task[None]] = []
         self._started = time.monotonic()
@@ -158,6 +164,7 @@ class Chaos:
             concurrency=s.lanes,
             seed=s.seed,
         )
+        self._load = load
         stop_sampling = asyncio.Event()
         sampling = asyncio.create_task(self.sampler.run(stop_sampling))
         self._started = time.monotonic()
@@ -174,7 +181,7 @@ class Chaos:
                 self.sampler.oldest,
                 self.sampler.ended,
                 bound=s.reclaim_bound,
-                rate=s.recovery_share * s.rate,
+                share=s.recovery_share,
                 window=s.rate_window,
                 ended_by=time.monotonic(),
             )
@@ -318,6 +325,7 @@ class Chaos:
         await self._recovering("session terminations", started, stopped)
 
     async def _restart_postgres(self) -> None:
+        await self._steady_load()
         stopping = time.monotonic()
         await asyncio.to_thread(self.postgres.stop)
         self._say("PostgreSQL stopped (immediate)")
@@ -330,23 +338,44 @@ class Chaos:
         await self._recovered(restarted)
         await self._recovering("PostgreSQL restart", stopping, restarted)
 
-    async def _recovering(self, fault: str, began_at: float, stopped_at: float) -> None:
-        """The next fault waits until completions are back to the offered rate and the stuck
-        check has watched for a while, or until the time allowed for both has passed."""
+    async def _steady_load(self) -> None:
+        """Until the load has kept STEADY_SHARE of its plan over the last seconds, or until
+        STEADY_WAIT_SECONDS have passed."""
         s = self.scenario
-        self.recoveries.append(Recovery(fault, began_at, stopped_at))
+        deadline = time.monotonic() + STEADY_WAIT_SECONDS
+        while (offered := self._offered_before(time.monotonic())) < STEADY_SHARE * s.rate:
+            if time.monotonic() > deadline:
+                self._say(f"the load is not steady: {offered:.1f} jobs/s offered")
+                return
+            await asyncio.sleep(0.1)
+        self._say(f"the load is steady: {offered:.1f} jobs/s offered")
+
+    def _offered_before(self, moment: float) -> float:
+        assert self._load is not None, "a run is under way"
+        return self._load.pace(moment, moment, AROUND_RESTART_SECONDS).offered_before
+
+    async def _recovering(self, fault: str, began_at: float, stopped_at: float) -> None:
+        """The next fault waits until completions are back to the rate offered before it and
+        the stuck check has watched for a while, or until the time allowed for both has
+        passed."""
+        s = self.scenario
+        recovery = Recovery(fault, began_at, stopped_at, self._offered_before(began_at))
+        self.recoveries.append(recovery)
         watched = stopped_at + s.reclaim_bound + STUCK_WATCH_SECONDS
         deadline = max(watched, stopped_at + s.recovery_within)
         back: float | None = None
         while time.monotonic() < deadline:
             back = back_to_rate(
-                self.sampler.ended, stopped_at, s.recovery_share * s.rate, s.rate_window
+                self.sampler.ended, stopped_at, s.recovery_share * recovery.offered, s.rate_window
             )
             if back is not None and time.monotonic() >= watched:
                 break
             await asyncio.sleep(0.1)
         after = "not" if back is None else f"{back:.1f}s after the {fault}"
-        self._say(f"completions back to {s.recovery_share:.0%} of the offered rate: {after}")
+        self._say(
+            f"completions back to {s.recovery_share:.0%} of the {recovery.offered:.1f} jobs/s "
+            f"offered before: {after}"
+        )
 
     def _stuck_checks_end(self) -> None:
         """A fault begins: the stuck check of the one before ends."""
@@ -440,8 +469,9 @@ class Chaos:
             if r.back_in is None or r.back_in > s.recovery_within:
                 after = "never" if r.back_in is None else f"after {r.back_in:.2f}s"
                 problems.append(
-                    f"after the {r.fault}: completions back to {s.recovery_share:.0%} of "
-                    f"{s.rate:g} jobs/s {after}, not within {s.recovery_within:g}s"
+                    f"after the {r.fault}: completions back to {s.recovery_share:.0%} of the "
+                    f"{r.offered:.1f} jobs/s offered before it {after}, not within "
+                    f"{s.recovery_within:g}s"
                 )
         if pace is not None and pace.offered_before < s.recovery_share * s.rate:
             problems.append(

@@ -156,4 +156,6 @@ class Pace:
 
 
 def _per_second(moments: Sequence[float], start: float, end: float) -> float:
+    if end <= start:
+        return 0.0  # the load has only just begun
     return sum(start <= moment < end for moment in moments) / (end - start)

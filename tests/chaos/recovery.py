@@ -1,6 +1,7 @@
 """How the system came back once a fault phase stopped (the sessions terminated, the PostgreSQL
 restart), read from the sampler's series: how old the oldest generating job was once the
-reclaim bound had passed, and how soon completions were back to the rate the load offers."""
+reclaim bound had passed, and how soon completions were back to the rate the load offered
+before the fault."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ class Recovery:
     fault: str
     began_at: float
     stopped_at: float
+    # Jobs per second the load offered just before the fault: what completions must come back
+    # to (a share of), rather than the plan, which a load generator on shared cores may lag.
+    offered: float
     # The stuck check ends when the next fault begins (or the run ends).
     until: float | None = None
     # The figures, once assessed: jobs ended per second while the faults went on, the oldest
@@ -30,14 +34,14 @@ class Recovery:
         ended: Sequence[tuple[float, int]],
         *,
         bound: float,
-        rate: float,
+        share: float,
         window: float,
         ended_by: float,
     ) -> None:
         until = self.until if self.until is not None else ended_by
         self.during = ended_per_second(ended, self.began_at, self.stopped_at)
         self.oldest = oldest_generating(oldest, self.stopped_at + bound, until)
-        self.back_in = back_to_rate(ended, self.stopped_at, rate, window)
+        self.back_in = back_to_rate(ended, self.stopped_at, share * self.offered, window)
 
 
 def oldest_generating(oldest: Sequence[Oldest], since: float, until: float) -> Oldest | None:

@@ -70,8 +70,9 @@ class Report:
         return (
             f"{r.fault}: {_rate(r.during)} ended meanwhile; once over, the oldest generating job "
             f"{_seconds(oldest)} old at most (beyond its domain's time) from {s.reclaim_bound:g}s after on (asserted within "
-            f"{s.reclaim_bound:g}s), completions back to {s.recovery_share:.0%} of {s.rate:g} "
-            f"jobs/s over {s.rate_window:g}s {_seconds(r.back_in)} after (asserted within "
+            f"{s.reclaim_bound:g}s), completions back to {s.recovery_share:.0%} of the "
+            f"{r.offered:.1f} jobs/s offered before it, over {s.rate_window:g}s "
+            f"{_seconds(r.back_in)} after (asserted within "
             f"{s.recovery_within:g}s)"
         )
 

@@ -58,7 +58,7 @@ def test_the_oldest_generating_job_only_within_the_check() -> None:
 
 
 def test_a_recovery_assessed_on_both_series() -> None:
-    recovery = Recovery("restart", began_at=5.0, stopped_at=6.0)
+    recovery = Recovery("restart", began_at=5.0, stopped_at=6.0, offered=10.0)
     oldest = [
         Oldest(step / 10, 5.0, 7) if step <= 96 else Oldest(step / 10, 0.5, 8)
         for step in range(200)
@@ -68,7 +68,7 @@ def test_a_recovery_assessed_on_both_series() -> None:
         oldest,
         ended_at([(0, 10)], until=20),
         bound=3.5,
-        rate=8,
+        share=0.8,
         window=2,
         ended_by=20.0,
     )
