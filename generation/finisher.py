@@ -38,6 +38,10 @@ Store = Callable[[Connection], Awaitable[Finished | Failed]]
 
 Ending = Finished | Store | Failed
 
+# Times a batch is written after the database rolled it back (a deadlock, say) before its
+# waiters hear of the error.
+ROLLBACK_TRIES = 5
+
 
 def _future() -> asyncio.Future[bool]:
     future = asyncio.get_running_loop().create_future()
@@ -94,8 +98,18 @@ class Finisher:
 
         async def write() -> set[int]:
             nonlocal tries
-            tries += 1
-            return await self._write(batch, first_try=tries == 1)
+            rollbacks = 0
+            while True:
+                tries += 1
+                try:
+                    return await self._write(batch, first_try=tries == 1)
+                except asyncpg.TransactionRollbackError as error:
+                    # Two batches storing the same missions in opposite orders deadlock: this
+                    # one rolled back whole, which lets the other finish, and is written again.
+                    rollbacks += 1
+                    if rollbacks == ROLLBACK_TRIES:
+                        raise
+                    log.warning("ending %d job(s) rolled back, again: %s", len(batch), error)
 
         return await outlasting_outages(write, what=f"ending {len(batch)} job(s)")
 
@@ -155,6 +169,8 @@ async def _final_row(connection: Connection, job: ClaimedJob, ending: Ending) ->
                 ending = await ending(connection)
         except OUTAGE_ERRORS:
             raise  # the connection broke, not the store: the batch is written again on a new one
+        except asyncpg.TransactionRollbackError:
+            raise  # a savepoint cannot undo the batch's earlier stores that the deadlock holds
         except Exception as error:
             log.exception(
                 "storing the result of job %s attempt %s failed",

@@ -2,6 +2,7 @@
 with a zero row count."""
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -281,6 +282,59 @@ async def test_a_job_not_generating_is_not_finished(
     attempt = (await status_of(pool, job))["attempt"] + offset
     assert not await Finisher(pool).finish(await claimed(pool, job, attempt), ending)
     assert await row_of(pool, job) == before
+
+
+async def test_two_batches_storing_the_same_results_in_opposite_orders_both_end(
+    pool: asyncpg.Pool,
+) -> None:
+    """Two workers' final transactions store "one" then "two" and "two" then "one": the
+    deadlock rolls one batch back whole and it is written again, so no job fails for it."""
+    await pool.execute("CREATE TABLE stored_results (result text PRIMARY KEY)")
+    jobs = [await claimed(pool, await job_in(pool, "generating", f"user-{n}"), 1) for n in range(4)]
+    first_stored, second_stored, blocked = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def the_other_batch_blocked() -> None:
+        if not blocked.is_set():  # once: a batch written again does not wait again
+            await eventually(waiting_for_a_lock, 10, "the other batch to wait for this one")
+            blocked.set()
+
+    async def waiting_for_a_lock() -> bool:
+        return bool(
+            await pool.fetchval(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+        )
+
+    def storing(
+        result: str, after: Callable[[], Awaitable[object]], then: asyncio.Event | None = None
+    ) -> Ending:
+        async def store(connection: Connection) -> Finished | Failed:
+            await after()
+            stored = await connection.fetchval(
+                "INSERT INTO stored_results VALUES ($1) ON CONFLICT DO NOTHING RETURNING result",
+                result,
+            )
+            if then is not None:
+                then.set()
+            return Finished(status="completed") if stored else Failed("stored already")
+
+        return store
+
+    async def at_once() -> None:
+        pass
+
+    one, other = Finisher(pool), Finisher(pool)
+    ended = await asyncio.gather(
+        one.finish(jobs[0], storing("one", at_once, then=first_stored)),
+        one.finish(jobs[1], storing("two", second_stored.wait)),
+        other.finish(jobs[2], storing("two", first_stored.wait, then=second_stored)),
+        other.finish(jobs[3], storing("one", the_other_batch_blocked)),
+    )
+    assert list(ended) == [True] * 4
+    errors = [(await status_of(pool, job.id))["error"] for job in jobs]
+    assert sorted(errors, key=str) == [None, None, "stored already", "stored already"], errors
+    assert await pool.fetchval("SELECT count(*) FROM stored_results") == 2
 
 
 async def test_approving_its_mission_completes_the_job_awaiting_review(
