@@ -64,6 +64,8 @@ AROUND_RESTART_SECONDS = 5.0
 # the seconds above, or once this many seconds of waiting for it have passed.
 STEADY_SHARE = 0.95
 STEADY_WAIT_SECONDS = 30.0
+# Below this share of its plan then, the run did not restart PostgreSQL under its load.
+LOADED_SHARE = 0.8
 
 T = TypeVar("T")
 
@@ -473,10 +475,10 @@ class Chaos:
                     f"{r.offered:.1f} jobs/s offered before it {after}, not within "
                     f"{s.recovery_within:g}s"
                 )
-        if pace is not None and pace.offered_before < s.recovery_share * s.rate:
+        if pace is not None and pace.offered_before < LOADED_SHARE * s.rate:
             problems.append(
                 f"the load offered {pace.offered_before:.1f} jobs/s before the PostgreSQL "
-                f"restart, below {s.recovery_share:.0%} of its {s.rate:g} jobs/s: no steady load"
+                f"restart, below {LOADED_SHARE:.0%} of its {s.rate:g} jobs/s: no steady load"
             )
         return problems
 
