@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import statistics
 import tempfile
 import time
@@ -86,6 +87,8 @@ async def wrk_get(url: str, *, path: str, clients: int, seconds: float) -> Figur
 
 
 async def _run(arguments: list[str], *, clients: int, seconds: float) -> Figures:
+    if shutil.which("wrk") is None:
+        raise SystemExit("the HTTP load needs wrk: apt-get install -y wrk")
     process = await asyncio.create_subprocess_exec(
         "wrk",
         f"-t{min(clients, 2)}",
