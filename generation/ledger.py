@@ -157,6 +157,7 @@ class Ledger:
             self._calls,
             mode,
             try_number,
+            ceiling_usd,
         )
         call_id = await outlasting_outages(
             start,

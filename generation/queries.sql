@@ -311,8 +311,12 @@ WITH job AS (
     FOR SHARE
 ),
 inserted AS (
-    INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, mode, try_number)
-    SELECT $1::bigint, $2::int, $6::int, $3::text, $4::text, $5::text, $7::text, $8::int FROM job
+    INSERT INTO llm_calls (
+        job_id, attempt, call_number, purpose, provider, model, mode, try_number, ceiling_usd
+    )
+    SELECT $1::bigint, $2::int, $6::int, $3::text, $4::text, $5::text, $7::text, $8::int,
+           $9::numeric
+    FROM job
     ON CONFLICT (job_id, attempt, call_number) DO NOTHING
     RETURNING id
 )
@@ -460,6 +464,33 @@ WHERE c.provider_id IS NOT NULL AND c.finished_at IS NULL
   )
 ORDER BY c.id
 LIMIT $2::int;
+
+-- name: llm_calls_book_cut_off
+-- Calls cut off before the provider named them: their process died while the request was out
+-- (started $4 seconds before the moment $2, or the database's now: longer ago than a stopped
+-- generation waits for its request to store the id), and their attempt no longer holds the
+-- job. The provider may have
+-- billed them and nobody can find them there again, so each is booked once, at its ceiling
+-- (a row of an older release has none: $3, this provider's), as failed and orphaned. Not a
+-- batch call, whose line goes out only with its name. From the partial index of open calls
+-- without a name.
+UPDATE llm_calls c
+SET finished_at = now(), outcome = 'failed', cost_usd = coalesce(c.ceiling_usd, $3::numeric),
+    error = 'cut off before the provider named it: booked at its ceiling', orphaned = true
+WHERE c.id = ANY(ARRAY(
+    SELECT o.id FROM llm_calls o
+    WHERE o.provider_id IS NULL AND o.finished_at IS NULL
+      AND o.started_at < coalesce($2::timestamptz, now()) - $4::float8 * interval '1 second'
+      AND o.mode <> 'batch'
+      AND NOT EXISTS (
+          SELECT 1 FROM generation_jobs j
+          WHERE j.id = o.job_id AND j.attempt = o.attempt AND j.status = 'generating'
+      )
+    ORDER BY o.started_at
+    LIMIT $1::int
+))
+  AND c.provider_id IS NULL AND c.finished_at IS NULL
+RETURNING c.id, c.job_id, c.cost_usd;
 
 -- name: llm_call_settle_if_abandoned
 -- Settles a call cancelled at the provider, unless its job was claimed meanwhile (generating,

@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -55,6 +56,7 @@ class WorkerRuntime:
         metrics: QueueMetrics | None = None,
         budget: Budget | None = None,
         abandon: Abandon | None = None,
+        call_ceiling_usd: Decimal = Decimal(0),
         batches: Batches | None = None,
     ) -> None:
         self._database_url = database_url
@@ -100,6 +102,8 @@ class WorkerRuntime:
                 abandon,
                 budget=budget,
                 abandon_line=None if batches is None else batches.abandon,
+                request_seconds=settings.openai_timeout_seconds,
+                call_ceiling_usd=call_ceiling_usd,
             )
         )
         # Submits the batch lines and polls their batches; every worker schedules its pass, the
@@ -274,6 +278,7 @@ async def running_worker(
             metrics=metrics,
             budget=spend_budget(settings, chosen.provider),
             abandon=chosen.provider.abandon,
+            call_ceiling_usd=chosen.provider.worst_case_cost_usd(1),
             batches=chosen.provider.batch_lane(
                 db, size=settings.batch_size, wait_seconds=settings.batch_wait_seconds
             ),

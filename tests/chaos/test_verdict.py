@@ -30,11 +30,14 @@ async def add_call(
     orphaned: bool = False,
     cost: str = "0",
     mode: str = "background",
+    named: bool = True,
 ) -> None:
+    """A call; `named`: the provider's id of it is on its row."""
     await pool.execute(
         """INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model, outcome,
-               orphaned, cost_usd, mode)
-           SELECT $1, $2, count(*) + 1, 'generate', 'openai', 'gpt-4o-mini', $3, $4, $5, $6
+               orphaned, cost_usd, mode, provider_id)
+           SELECT $1, $2, count(*) + 1, 'generate', 'openai', 'gpt-4o-mini', $3, $4, $5, $6,
+                  CASE WHEN $7 THEN concat_ws('-', 'resp', $1::bigint, $2::int, count(*) + 1) END
            FROM llm_calls WHERE job_id = $1 AND attempt = $2""",
         job_id,
         attempt,
@@ -42,6 +45,7 @@ async def add_call(
         orphaned,
         Decimal(cost),
         mode,
+        named,
     )
 
 
@@ -54,16 +58,26 @@ async def test_a_history_that_keeps_every_promise_has_no_problem(pool: asyncpg.P
     await pool.execute("UPDATE llm_calls SET resumed_by_attempt = 3 WHERE job_id = $1", released)
     # Its worker killed while the provider created the response: served, never named.
     swept = await add_job(pool, "failed", 1)
-    await add_call(pool, swept, 1, outcome="started")
-    accepted = {f"key-{job}": str(job) for job in (completed, released, swept)}
-    served = [(completed, "generate", 1), (released, "generate", 1), (swept, "generate", 1)]
+    await add_call(pool, swept, 1, outcome="started", named=False)
+    # The same, booked at its ceiling later; the next attempt paid again, as nobody could
+    # find the first call at the provider.
+    paid_again = await add_job(pool, "completed", 2)
+    await add_call(pool, paid_again, 1, outcome="failed", cost="0.01", orphaned=True, named=False)
+    await add_call(pool, paid_again, 2, cost="0.001")
+    accepted = {f"key-{job}": str(job) for job in (completed, released, swept, paid_again)}
+    served = [
+        (completed, "generate", 1),
+        (released, "generate", 1),
+        (swept, "generate", 1),
+        *[(paid_again, "generate", 1)] * 2,
+    ]
 
     verdict = await judge(pool, accepted, served)
 
     assert verdict.problems == []
-    assert verdict.cut_off == 1
-    assert verdict.by_status == {"completed": 1, "awaiting_review": 1, "failed": 1}
-    assert verdict.released == 1
+    assert verdict.cut_off == 2
+    assert verdict.by_status == {"completed": 2, "awaiting_review": 1, "failed": 1}
+    assert verdict.released == 2
 
 
 async def test_each_broken_promise_is_named(pool: asyncpg.Pool) -> None:

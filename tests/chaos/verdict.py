@@ -57,17 +57,20 @@ WHERE j.status IN ('completed', 'awaiting_review') AND j.rendering_of IS NULL AN
 
 
 # The calls the ledger bills (a cost booked: an answer's, or a ceiling for a call that may have
-# billed), per job, purpose and try.
+# billed), per job, purpose and try; but those cut off (below), whose booking says nothing of
+# whether the provider served them.
 BILLED_CALLS = """
-SELECT job_id, purpose, try_number FROM llm_calls WHERE cost_usd > 0
+SELECT job_id, purpose, try_number FROM llm_calls
+WHERE cost_usd > 0 AND NOT (provider_id IS NULL AND mode = 'background')
 """
 
-# Calls a SIGKILL cut off while the provider was creating their response: the row never got
-# the response's id, so nobody could take the call over, and its cost is unknown. The provider
-# may have served it (OpenAI has no way to find a response by what it was asked).
+# Calls cut off while the provider was creating their response (a SIGKILL, or a stop whose
+# wait for the id ended first): the row never got the response's id, so nobody could take the
+# call over; it stays open until its booking at its ceiling. The provider may have served it
+# (OpenAI has no way to find a response by what it was asked).
 CUT_OFF_CALLS = """
 SELECT job_id, purpose, try_number FROM llm_calls
-WHERE outcome = 'started' AND provider_id IS NULL AND mode = 'background'
+WHERE provider_id IS NULL AND mode = 'background'
 """
 
 

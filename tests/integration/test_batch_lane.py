@@ -253,7 +253,12 @@ async def test_a_job_cancelled_while_it_waits_never_sends_its_line_or_books_its_
     for job in (queued, batched):
         assert await pool.fetchval(queries["job_cancel_if_pending"], job) == job
     abandoned = AbandonedCalls(
-        pool, provider.background.abandon, budget=None, abandon_line=rig.lane.abandon
+        pool,
+        provider.background.abandon,
+        budget=None,
+        abandon_line=rig.lane.abandon,
+        request_seconds=10,
+        call_ceiling_usd=Decimal(0),
     )
 
     assert len(await abandoned.run_once()) == 1, "the line not sent is cancelled at once"

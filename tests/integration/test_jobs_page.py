@@ -202,6 +202,7 @@ async def test_a_job_waiting_for_its_batch_is_listed_pending_and_says_so(
         1,
         "batch",
         1,
+        0,
     )
     assert (
         await pool.fetchval(queries["job_wait_for_call_if_generating"], batched, attempt, call)

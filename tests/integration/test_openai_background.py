@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -29,6 +30,7 @@ from tests.support.polling import eventually
 queries = Queries("generation")
 PRICE = prices.load().for_model(MODEL)
 CEILING = worst_case_cost_usd(PRICE, 1)
+REQUEST_SECONDS = 10
 
 
 def background_provider(openai_stub: OpenAIStub, timeout_seconds: float) -> OpenAIProvider:
@@ -44,9 +46,21 @@ def background_provider(openai_stub: OpenAIStub, timeout_seconds: float) -> Open
 
 @pytest.fixture
 async def provider(openai_stub: OpenAIStub) -> AsyncIterator[OpenAIProvider]:
-    provider = background_provider(openai_stub, 10)
+    provider = background_provider(openai_stub, REQUEST_SECONDS)
     yield provider
     await provider.close()
+
+
+def abandoned_calls(
+    pool: asyncpg.Pool, provider: OpenAIProvider, *, budget: Budget | None = None
+) -> AbandonedCalls:
+    return AbandonedCalls(
+        pool,
+        provider.background.abandon,
+        budget=budget,
+        request_seconds=REQUEST_SECONDS,
+        call_ceiling_usd=CEILING,
+    )
 
 
 @pytest.fixture
@@ -307,7 +321,7 @@ async def test_the_call_of_a_job_cancelled_in_the_queue_is_cancelled_at_the_prov
 ) -> None:
     openai_stub.hold()
     await released_with_open_call(pool, provider, job_id)
-    abandoned = AbandonedCalls(pool, provider.background.abandon, budget=None)
+    abandoned = abandoned_calls(pool, provider)
     assert await abandoned.run_once() == [], "a job waiting in the queue may still use it"
 
     assert await pool.fetchval(queries["job_cancel_if_pending"], job_id) == job_id
@@ -331,9 +345,7 @@ async def test_while_the_budget_stops_every_claim_a_waiting_job_s_call_is_cancel
         job_reservation_usd=Decimal(1),
         interactive_reserve_usd=Decimal(0),
     )
-    assert (
-        len(await AbandonedCalls(pool, provider.background.abandon, budget=spent).run_once()) == 1
-    )
+    assert len(await abandoned_calls(pool, provider, budget=spent).run_once()) == 1
     assert openai_stub.created()[0].status(openai_stub) == "cancelled"
 
     # Claimed again all the same, the next attempt finds the call cancelled and pays again.
@@ -345,12 +357,55 @@ async def test_while_the_budget_stops_every_claim_a_waiting_job_s_call_is_cancel
     assert (cancelled["outcome"], cancelled["resumed"], paid["outcome"]) == ("failed", 0, "ok")
 
 
+async def test_a_call_cut_off_before_the_provider_named_it_is_booked_at_its_ceiling(
+    pool: asyncpg.Pool, provider: OpenAIProvider, job_id: int
+) -> None:
+    """A process killed while its request was out leaves its call without a name: nobody can
+    find it at the provider, which may have billed it. Once its attempt has let the job go and
+    twice a request's time has passed, it is booked at its ceiling, once, and the day's spend
+    counts it."""
+
+    async def started(call_number: int, mode: str, ceiling: Decimal | None) -> int:
+        call_id: int = await pool.fetchval(
+            queries["llm_call_start_if_generating"],
+            *(job_id, 1, "generate", "openai", MODEL, call_number, mode, 1, ceiling),
+        )
+        return call_id
+
+    cut_off = await started(1, "background", Decimal("0.5"))
+    of_an_older_release = await started(2, "direct", None)
+    await started(3, "batch", Decimal("0.5"))  # its line goes out only with its name
+    abandoned = abandoned_calls(pool, provider)
+    later = datetime.now(UTC) + timedelta(seconds=2 * REQUEST_SECONDS + 1)
+
+    assert await abandoned.run_once(later) == [], "its attempt still holds the job"
+    await pool.execute("UPDATE generation_jobs SET status = 'failed' WHERE id = $1", job_id)
+    assert await abandoned.run_once() == [], "a stopped generation may still name it"
+    assert sorted(await abandoned.run_once(later)) == [cut_off, of_an_older_release]
+    assert await abandoned.run_once(later) == [], "booked once"
+
+    booked = {row["id"]: row for row in await pool.fetch("SELECT * FROM llm_calls")}
+    assert {call: booked[call]["cost_usd"] for call in (cut_off, of_an_older_release)} == {
+        cut_off: Decimal("0.5"),
+        of_an_older_release: CEILING,
+    }
+    for call in (cut_off, of_an_older_release):
+        row = booked[call]
+        assert (row["outcome"], row["orphaned"], row["finished_at"] is not None) == (
+            "failed",
+            True,
+            True,
+        )
+        assert row["error"].startswith("cut off before the provider named it")
+    assert await pool.fetchval(queries["budget_today"], None) == Decimal("0.5") + CEILING
+
+
 async def test_a_generating_job_s_call_is_never_cancelled(
     pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
 ) -> None:
     openai_stub.hold()
     task = await interrupted(pool, provider, Ledger(pool, job_id, 1))
     await pool.execute("UPDATE generation_jobs SET status = 'failed' WHERE id <> $1", job_id)
-    assert await AbandonedCalls(pool, provider.background.abandon, budget=None).run_once() == []
+    assert await abandoned_calls(pool, provider).run_once() == []
     openai_stub.let_go()
     assert await task == MISSION

@@ -663,6 +663,28 @@ async def test_a_scrape_reads_neither_every_instance_nor_every_ledger_row(
         assert bound in node["Index Cond"], shown
 
 
+@plan_modes
+async def test_the_abandoned_calls_pass_reads_only_the_open_calls(
+    served_history: str, plan_mode: str
+) -> None:
+    async def one_pass(connection: Connection) -> list[int]:
+        cut_off: int = await connection.fetchval(
+            """INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model,
+                   mode, started_at)
+               VALUES (0, 1, 1, 'generate', 'openai', 'm', 'background', $1) RETURNING id""",
+            NOW - timedelta(hours=1),
+        )
+        assert await connection.fetch(queries["llm_calls_open_of_abandoned_jobs"], True, 50) == []
+        booked = await connection.fetch(queries["llm_calls_book_cut_off"], 50, NOW, Decimal(1), 60)
+        assert [row["id"] for row in booked] == [cut_off]
+        return [row["id"] for row in booked]
+
+    _, plans = await executed_plans(served_history, plan_mode, one_pass, tables=("llm_calls",))
+
+    ledger = set().union(*(reads_of_jobs(plan["Plan"], "llm_calls") for plan in plans))
+    assert ledger == {"llm_calls_open_at_provider", "llm_calls_open_unnamed"}, ledger
+
+
 def reads(plan: dict[str, Any], table: str) -> list[dict[str, Any]]:
     """The scans of `table` in a plan (for a bitmap, the index scans under its heap scan)."""
     found = []
