@@ -158,6 +158,24 @@ def a_budget(provider: OpenAIProvider) -> Budget:
     )
 
 
+async def test_while_another_process_runs_a_batch_pass_a_pass_does_nothing(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub
+) -> None:
+    rig = BatchRig(pool, provider, budget=a_budget(provider))
+    for _ in range(3):
+        await enqueue(pool, None, domain=DOMAIN)
+    assert await rig.generate() == 3, "each job wrote its line and waits for it"
+
+    async with pool.acquire() as other, other.transaction():
+        assert await other.fetchval(queries["batch_leader_try_lock"]), "its pass under way"
+        skipped = await rig.lane.run_once()
+        assert (skipped.ran, skipped.submitted) == (False, [])
+        assert openai_stub.batches == {}, "nothing sent, nothing polled"
+    done = await rig.lane.run_once()
+    assert (done.ran, len(done.submitted)) == (True, 1)
+    assert [len(batch.lines) for batch in openai_stub.batches.values()] == [3]
+
+
 async def test_an_expired_batch_writes_its_unanswered_lines_again_and_pays_each_call_once(
     pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub
 ) -> None:
