@@ -3,7 +3,9 @@ language no live worker can grade, and what a pending submission says of its pla
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -14,9 +16,11 @@ from litestar.testing import AsyncTestClient
 
 from server.app import create_app
 from server.auth import Role
+from server.grading_runtime import running_grader
 from server.settings import Settings
 from tests.support.grading import PYTHON, stock
 from tests.support.http import assert_problem, bearer
+from tests.support.polling import eventually
 
 Client = AsyncTestClient[Litestar]
 
@@ -84,6 +88,46 @@ async def test_the_user_cap_and_the_pending_limit_refuse_with_retry_after(
     assert (read.json()["status"], read.json()["queue_position"]) == ("pending", 1)
     assert read.json()["visible_tests"] is None
     assert (await small.get("/v1/submissions/999999", headers=bearer(app))).status_code == 404
+
+
+async def test_a_worker_without_bubblewrap_says_why_it_grades_no_python_and_python_is_refused(
+    small: Client,
+    pool: asyncpg.Pool,
+    keys: dict[Role, str],
+    settings: Settings,
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker's own grading start-up, on a PATH that has every tool of this machine but
+    bwrap: its row says why it grades no python, and a python submission is refused with that
+    reason, nothing created."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for folder in map(Path, os.environ["PATH"].split(os.pathsep)):
+        for tool in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if tool.name != "bwrap" and not (tools / tool.name).exists():
+                (tools / tool.name).symlink_to(tool)
+    monkeypatch.setenv("PATH", str(tools))
+    await stock(pool, PYTHON)
+    await grader_row(pool, [], {})
+    reason = (
+        "untrusted code needs bubblewrap (Debian package bubblewrap), but bwrap is not "
+        "installed; refusing to run it unconfined"
+    )
+
+    async def graders_say() -> Any:
+        return await pool.fetchval("SELECT grading_disabled FROM workers WHERE name = 'grader'")
+
+    async with running_grader(
+        pool, database_url, settings, worker_name="grader", worker_id="grader:standing:0"
+    ):
+        disabled = await eventually(graders_say, 30, "the grader's start-up check")
+        assert {disabled["python"], disabled["javascript"]} == {reason}
+        app = keys["candidate_app"]
+        refused = await send(small, app, await served(small, pool, app, "ada"), "1")
+    assert_problem(refused, 503, "no live worker can grade python code", reason)
+    assert await pool.fetchval("SELECT count(*) FROM submissions") == 0
 
 
 async def test_code_no_live_worker_can_grade_is_refused_with_the_reason(
