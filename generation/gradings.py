@@ -12,6 +12,7 @@ import asyncpg
 import msgspec
 
 from core.idempotency import IdempotencyConflict
+from core.ids import Id
 from core.sql import Connection, Executor, Queries
 from qa.grading import Counts, Graded
 from qa.missions import SubmissionStats, unified_diff
@@ -52,8 +53,8 @@ class SubmissionNotFound(Exception):
 
 
 class Submission(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
-    instance_id: str
+    id: Id
+    instance_id: Id
     user_id: str
     status: SubmissionStatus
     queue_position: int | None
@@ -202,8 +203,8 @@ def _stats(row: asyncpg.Record) -> SubmissionStats:
 class Reviewed(msgspec.Struct, frozen=True, kw_only=True):
     """A submission as a reviewer reads it: its verdict and the fix against the served code."""
 
-    id: str
-    instance_id: str
+    id: Id
+    instance_id: Id
     user_id: str
     status: SubmissionStatus
     created_at: datetime
@@ -218,8 +219,8 @@ async def of_mission(db: Executor, mission_id: int, *, limit: int = 50) -> list[
     rows = await db.fetch(queries["submissions_of_mission"], mission_id, limit)
     return [
         Reviewed(
-            id=str(row["id"]),
-            instance_id=str(row["instance_id"]),
+            id=Id(row["id"]),
+            instance_id=Id(row["instance_id"]),
             user_id=row["user_id"],
             status=row["status"],
             created_at=row["created_at"],
@@ -319,8 +320,8 @@ def _counts(row: asyncpg.Record, prefix: str) -> Counts | None:
 
 def _view(row: asyncpg.Record) -> Submission:
     return Submission(
-        id=str(row["id"]),
-        instance_id=str(row["instance_id"]),
+        id=Id(row["id"]),
+        instance_id=Id(row["instance_id"]),
         user_id=row["user_id"],
         status=row["status"],
         queue_position=row["queue_position"],

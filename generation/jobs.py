@@ -9,6 +9,7 @@ from typing import Literal, get_args
 import asyncpg
 import msgspec
 
+from core.ids import Id
 from core.sql import Executor, Queries
 from generation.spend import Spend, spend_of
 
@@ -20,7 +21,7 @@ JobStatus = Literal["pending", "generating", "awaiting_review", "completed", "fa
 
 
 class Job(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
+    id: Id
     status: JobStatus
     lane: Lane
     user_id: str | None
@@ -32,8 +33,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     started_at: datetime | None
     finished_at: datetime | None
     error: str | None
-    mission_id: str | None
-    instance_id: str | None
+    mission_id: Id | None
+    instance_id: Id | None
     spend: Spend
     # What a pending job waits for before a claim may take it: "batch", its model call's line
     # in a batch at the provider; None when it waits only for its turn.
@@ -105,13 +106,9 @@ async def cancel(
     return await get(connection, job_id)
 
 
-def _optional_id(value: int | None) -> str | None:
-    return None if value is None else str(value)
-
-
 def _job(row: asyncpg.Record) -> Job:
     return Job(
-        id=str(row["id"]),
+        id=Id(row["id"]),
         status=row["status"],
         lane=row["lane"],
         user_id=row["user_id"],
@@ -123,8 +120,8 @@ def _job(row: asyncpg.Record) -> Job:
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         error=row["error"],
-        mission_id=_optional_id(row["mission_id"]),
-        instance_id=_optional_id(row["instance_id"]),
+        mission_id=Id.of(row["mission_id"]),
+        instance_id=Id.of(row["instance_id"]),
         spend=spend_of(row),
         waiting_for=None if row["waiting_for_call"] is None else "batch",
     )

@@ -35,6 +35,7 @@ import msgspec
 
 from core import idempotency
 from core.domains import DomainMap
+from core.ids import Id
 from core.sql import Connection, Queries
 from generation import admission, registry
 from generation.metrics import QueueMetrics
@@ -75,11 +76,11 @@ class DomainPass(msgspec.Struct, frozen=True, kw_only=True):
     domain: str
     deficit: int
     # The jobs this pass enqueued, at most the per-pass growth cap.
-    enqueued: list[str]
+    enqueued: list[Id]
     # The rendering jobs and the variant jobs this pass enqueued before them, at most the cap
     # each.
-    rendering_jobs: list[str]
-    variant_jobs: list[str]
+    rendering_jobs: list[Id]
+    variant_jobs: list[Id]
     # The queue refused more (the replenish lane or the queue is full): the rest waits.
     shed: bool
 
@@ -206,7 +207,7 @@ class Replenisher:
     ) -> Ordered:
         """A job of `kind` for each target (a variant to render, a mission to vary), at most
         the per-pass cap, each under a key that names its target."""
-        ordered: list[str] = []
+        ordered: list[Id] = []
         for slot, target in enumerate(targets[: self._max_per_pass]):
             order: RenderingOrder | VariantOrder = (
                 RenderingOrder(name, target) if kind == "render" else VariantOrder(name, target)
@@ -223,7 +224,7 @@ class Replenisher:
             if job_id is _SHED:
                 return Ordered(ordered, shed=True)
             if job_id is not None:
-                ordered.append(str(job_id))
+                ordered.append(Id(job_id))
         if ordered:
             log.info(
                 "replenishing %s: %d %s jobs",
@@ -244,7 +245,7 @@ class Replenisher:
     ) -> DomainPass:
         name, deficit = domain_pool.domain, domain_pool.forecast.deficit
         fingerprint = idempotency.fingerprint("replenish", ReplenishOrder(name))
-        enqueued: list[str] = []
+        enqueued: list[Id] = []
         shed = planted.renderings.shed or planted.variants.shed
         for slot in range(0 if shed else min(deficit, self._max_per_pass)):
             key = f"{name}:after-job-{last_job or 0}:slot-{slot}"
@@ -253,7 +254,7 @@ class Replenisher:
                 shed = True
                 break
             if job_id is not None:
-                enqueued.append(str(job_id))
+                enqueued.append(Id(job_id))
         if enqueued:
             log.info(
                 "replenishing %s: deficit %d, enqueued %d",
@@ -318,7 +319,7 @@ _SHED = _Shed.SHED
 class Ordered:
     """The jobs of one kind a pass ordered in one domain, and whether the queue refused more."""
 
-    jobs: list[str] = field(default_factory=list)
+    jobs: list[Id] = field(default_factory=list)
     shed: bool = False
 
 

@@ -82,7 +82,7 @@ async def serve_or_enqueue(
             created_by=request.key_id,
         )
         if served is not None:
-            return idempotency.Remembered(job_id=None, instance_id=int(served.id))
+            return idempotency.Remembered(job_id=None, instance_id=served.id)
         # No stock (or none within the cohort's share): a user who asks again while their
         # generation is under way gets that job, whatever the request's key: a click more
         # never pays for a second generation. (With stock the serve above answers at once and

@@ -9,6 +9,7 @@ import asyncpg
 import msgspec
 
 from core.domains import Domain
+from core.ids import Id
 from core.sql import Connection, Executor, Queries
 from core.text import storable
 
@@ -21,10 +22,10 @@ SERVE_ROUNDS = 100
 
 
 class Instance(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
-    mission_id: str
+    id: Id
+    mission_id: Id
     # The planted bug this instance carries: at most the domain's bug_share instances share one.
-    variant_id: str
+    variant_id: Id
     user_id: str
     # The cohort the serve named (candidates who should not pool answers), if any.
     cohort: str | None
@@ -144,9 +145,9 @@ async def of_user(
 
 def instance_from_row(row: asyncpg.Record) -> Instance:
     return Instance(
-        id=str(row["id"]),
-        mission_id=str(row["mission_id"]),
-        variant_id=str(row["variant_id"]),
+        id=Id(row["id"]),
+        mission_id=Id(row["mission_id"]),
+        variant_id=Id(row["variant_id"]),
         user_id=row["user_id"],
         cohort=row["cohort"],
         track=row["track"],

@@ -16,6 +16,7 @@ from typing import TypeVar
 import asyncpg
 import msgspec
 
+from core.ids import Id
 from core.sql import Executor, Queries
 from core.text import storable
 from generation import gradings
@@ -59,7 +60,7 @@ class Submit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class QaInstance(msgspec.Struct, frozen=True, kw_only=True):
     instance: serving.Instance
-    variant_id: str
+    variant_id: Id
     bug_summary: str
     grader_hint: str
     # The gold in this instance's rendering: what a grader compares a candidate's fix with.
@@ -108,11 +109,11 @@ M = TypeVar("M", bound=MissionSummary)
 
 async def with_submissions(db: Executor, missions: list[M]) -> list[M]:
     """The missions with how candidates fare on them, and the flag a reviewer should see."""
-    found = await gradings.stats_of_missions(db, [int(mission.id) for mission in missions])
+    found = await gradings.stats_of_missions(db, [mission.id for mission in missions])
     return [
         msgspec.structs.replace(
             mission,
-            submissions=(stats := found.get(int(mission.id), NO_SUBMISSIONS)),
+            submissions=(stats := found.get(mission.id, NO_SUBMISSIONS)),
             flag=grading_flag(stats),
         )
         for mission in missions
@@ -122,9 +123,9 @@ async def with_submissions(db: Executor, missions: list[M]) -> list[M]:
 async def for_review(db: Executor, mission: Mission) -> Mission:
     """The mission, and each of its variants, with how candidates fare on them."""
     [shown] = await with_submissions(db, [mission])
-    found = await gradings.stats_of_variants(db, int(mission.id))
+    found = await gradings.stats_of_variants(db, mission.id)
     variants = [
-        msgspec.structs.replace(variant, submissions=found.get(int(variant.id), NO_SUBMISSIONS))
+        msgspec.structs.replace(variant, submissions=found.get(variant.id, NO_SUBMISSIONS))
         for variant in shown.variants
     ]
     return msgspec.structs.replace(shown, variants=variants)
@@ -134,7 +135,7 @@ async def for_grader(db: Executor, instance_id: int) -> QaInstance:
     row = await _instance_row(db, instance_id, None)
     return QaInstance(
         instance=serving.instance_from_row(row),
-        variant_id=str(row["variant_id"]),
+        variant_id=Id(row["variant_id"]),
         bug_summary=row["bug_summary"],
         grader_hint=row["grader_hint"],
         gold_files=row["gold_files"],

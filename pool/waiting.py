@@ -11,7 +11,7 @@ from pool import serving
 async def serve_waiting_user(connection: Connection, mission_id: int, job_id: int) -> int | None:
     """The instance id of `mission_id` served to the user whose interactive job is `job_id`."""
     instance = await serving.serve_to_waiting_user(connection, mission_id=mission_id, job_id=job_id)
-    return None if instance is None else int(instance.id)
+    return None if instance is None else instance.id
 
 
 async def after_approval(connection: Connection, mission_id: int) -> None:

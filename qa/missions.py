@@ -17,6 +17,7 @@ import asyncpg
 import msgspec
 
 from core.domains import Domain, Kind, Language
+from core.ids import Id
 from core.sql import Executor, Queries
 from qa import trace
 from qa.results import ProofRun
@@ -82,7 +83,7 @@ def grading_flag(submissions: SubmissionStats) -> str | None:
 class MissionSummary(msgspec.Struct, frozen=True, kw_only=True):
     """A line of the review queue."""
 
-    id: str
+    id: Id
     domain: str
     kind: Kind
     language: Language
@@ -104,7 +105,7 @@ class MissionSummary(msgspec.Struct, frozen=True, kw_only=True):
 class Variant(msgspec.Struct, frozen=True, kw_only=True):
     """One planted bug of a mission, for reviewers and graders."""
 
-    id: str
+    id: Id
     bug_summary: str
     grader_hint: str
     sabotaged_files: Files
@@ -137,7 +138,7 @@ class Mission(MissionSummary, frozen=True, kw_only=True):
     proof: MissionProof
     provider: str
     prompt_version: str | None
-    job_id: str | None
+    job_id: Id | None
     review_note: str | None
     retire_reason: str | None
     retired_by: str | None
@@ -326,11 +327,11 @@ def unified_diff(gold_files: Files, sabotaged_files: Files) -> dict[str, str]:
 
 
 def summary_from_row(row: asyncpg.Record) -> MissionSummary:
-    return msgspec.convert(_with_string_ids(row), MissionSummary)
+    return msgspec.convert(_with_ids(row), MissionSummary)
 
 
 def mission_from_row(row: asyncpg.Record, variants: list[Variant]) -> Mission:
-    fields = _with_string_ids(row)
+    fields = _with_ids(row)
     fields["verdict"] = row["proof"]["verdict"]
     fields["diff"] = unified_diff(row["gold_files"], row["sabotaged_files"])
     fields["variants"] = variants
@@ -340,14 +341,14 @@ def mission_from_row(row: asyncpg.Record, variants: list[Variant]) -> Mission:
 def variant_from_row(row: asyncpg.Record) -> Variant:
     """A row of variants_of_mission, which carries the mission's gold to diff against."""
     fields = dict(row)
-    fields["id"] = str(row["id"])
+    fields["id"] = Id(row["id"])
     fields["diff"] = unified_diff(fields.pop("gold_files"), row["sabotaged_files"])
     return msgspec.convert(fields, Variant)
 
 
-def _with_string_ids(row: asyncpg.Record) -> dict[str, Any]:
+def _with_ids(row: asyncpg.Record) -> dict[str, Any]:
     fields = dict(row)
-    fields["id"] = str(row["id"])
+    fields["id"] = Id(row["id"])
     if "job_id" in fields:
-        fields["job_id"] = None if row["job_id"] is None else str(row["job_id"])
+        fields["job_id"] = Id.of(row["job_id"])
     return fields

@@ -106,7 +106,7 @@ async def retire_variant(
     )
     mission = await get(connection, mission_id)
     if retired is None:
-        variant = next((each for each in mission.variants if each.id == str(variant_id)), None)
+        variant = next((each for each in mission.variants if each.id == variant_id), None)
         if variant is None:
             raise VariantNotFound(mission_id, variant_id)
         by = f" by {variant.retired_by}" if variant.retired_by else ""

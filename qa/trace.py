@@ -20,6 +20,7 @@ from datetime import datetime
 import asyncpg
 import msgspec
 
+from core.ids import Id
 from core.sql import Executor, Queries
 from qa import fingerprints
 
@@ -38,9 +39,9 @@ class InvalidTrace(ValueError):
 
 
 class Match(msgspec.Struct, frozen=True, kw_only=True):
-    instance_id: str
-    mission_id: str
-    variant_id: str | None
+    instance_id: Id
+    mission_id: Id
+    variant_id: Id | None
     user_id: str
     cohort: str | None
     served_at: datetime
@@ -105,9 +106,9 @@ async def trace(db: asyncpg.Pool, text: str) -> list[Match]:
     instances = await db.fetch(queries["instances_of_renderings"], list(scores))
     matches = [
         Match(
-            instance_id=str(row["id"]),
-            mission_id=str(row["mission_id"]),
-            variant_id=None if row["variant_id"] is None else str(row["variant_id"]),
+            instance_id=Id(row["id"]),
+            mission_id=Id(row["mission_id"]),
+            variant_id=Id.of(row["variant_id"]),
             user_id=row["user_id"],
             cohort=row["cohort"],
             served_at=row["created_at"],

@@ -18,6 +18,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from prometheus_client import CollectorRegistry
 
 from core import domains
+from core.ids import Id
 from generation.metrics import QueueMetrics
 from server import database, migrate, openapi, ui
 from server.auth import KeyStore, bootstrap_keys
@@ -118,6 +119,7 @@ def create_app(settings: Settings, *, run_worker: bool = False) -> Litestar:
             ui.router(settings),
         ],
         plugins=openapi.plugins(domain_map),
+        type_encoders={Id: str},
         template_config=ui.template_config(),
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         exception_handlers=exception_handlers(),

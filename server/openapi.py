@@ -21,6 +21,7 @@ from litestar.plugins import OpenAPISchemaPlugin
 from litestar.typing import FieldDefinition
 
 from core.domains import DomainMap
+from core.ids import Id
 
 # The domain map's names, known once the app has its map.
 TRACKS = "tracks"
@@ -56,7 +57,17 @@ class OneOf:
 
 
 def plugins(domain_map: DomainMap) -> list[OpenAPISchemaPlugin]:
-    return [_DeclaredText(domain_map), _ClosedStruct()]
+    return [_DeclaredText(domain_map), _ClosedStruct(), _WireId()]
+
+
+class _WireId(OpenAPISchemaPlugin):
+    """An id is an int inside and a string on the wire (core/ids.py)."""
+
+    def is_plugin_supported_field(self, field_definition: FieldDefinition) -> bool:
+        return field_definition.annotation is Id
+
+    def to_openapi_schema(self, field_definition: FieldDefinition, schema_creator: Any) -> Schema:
+        return Schema(type=OpenAPIType.STRING, pattern="^[0-9]+$")
 
 
 class _DeclaredText(OpenAPISchemaPlugin):

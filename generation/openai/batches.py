@@ -32,6 +32,7 @@ import openai
 from openai.types import Batch
 from openai.types.responses import Response
 
+from core.ids import Id
 from core.sql import Executor, Queries
 from generation.ledger import CallRecord, book_at_ceiling
 from generation.openai.background import settle
@@ -59,7 +60,7 @@ class BatchPass:
 
 
 class OpenBatch(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
+    id: Id
     model: str
     lines: int
     # The provider's id once it holds the batch, and the status it last reported (submitting:
@@ -85,7 +86,7 @@ async def open_batches(connection: Executor) -> OpenBatches:
     waiting = await connection.fetchrow(queries["batch_lines_waiting"])
     assert waiting is not None
     return OpenBatches(
-        batches=[OpenBatch(**{**dict(row), "id": str(row["id"])}) for row in rows],
+        batches=[OpenBatch(**{**dict(row), "id": Id(row["id"])}) for row in rows],
         queued_lines=waiting["queued_lines"],
         waiting_jobs=waiting["waiting_jobs"],
     )

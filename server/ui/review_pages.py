@@ -78,7 +78,7 @@ async def mission_page(
         changed=side_by_side.compare(mission.gold_files, mission.sabotaged_files),
         unchanged=unchanged,
         runs=_labelled_runs(mission),
-        submissions=await gradings.of_mission(services.db, int(mission.id)),
+        submissions=await gradings.of_mission(services.db, mission.id),
     )
 
 

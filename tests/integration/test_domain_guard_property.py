@@ -67,7 +67,7 @@ async def test_a_serve_never_leaves_the_tracks_domains(
             if instance is not None:
                 assert instance.domain in allowed
                 stored = await connection.fetchval(
-                    "SELECT domain FROM missions WHERE id = $1", int(instance.mission_id)
+                    "SELECT domain FROM missions WHERE id = $1", instance.mission_id
                 )
                 assert stored in allowed
                 continue

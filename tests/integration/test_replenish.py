@@ -231,7 +231,10 @@ async def test_two_processes_at_the_same_moment_enqueue_one_set(
     answers = [await asyncio.wait_for(process.communicate(), 60) for process in processes]
     assert waiting == 2, answers
     assert [process.returncode for process in processes] == [0, 0], answers
-    results = [msgspec.json.decode(out, type=ReplenishPass) for out, _ in answers]
+    results = [
+        msgspec.json.decode(out, type=ReplenishPass, dec_hook=lambda kind, value: kind(value))
+        for out, _ in answers
+    ]
     assert await replenish_jobs(pool) == {"python-backend": 6, "sql-data": 3}
     assert sorted(sum(len(each.enqueued) for each in r.domains) for r in results) == [0, 9]
 

@@ -86,7 +86,7 @@ async def test_the_same_mission_is_stored_once(pool: asyncpg.Pool) -> None:
 async def test_a_mission_reads_back_in_full(pool: asyncpg.Pool) -> None:
     mission_id = await store_mission(pool, PYTHON, requested_by="user-7")
     mission = await review.get(pool, mission_id)
-    assert mission.id == str(mission_id)
+    assert mission.id == mission_id
     assert (mission.domain, mission.kind, mission.language) == (
         "python-backend",
         "technical",
@@ -257,7 +257,7 @@ async def test_the_queue_lists_waiting_users_first_then_the_oldest(pool: asyncpg
     approved = await store_mission(pool, with_review(PYTHON, "proof"))
 
     def ids(missions: list[Any]) -> list[int]:
-        return [int(mission.id) for mission in missions]
+        return [mission.id for mission in missions]
 
     assert ids(await review.list_missions(pool)) == [asked, asked_later, oldest, sql, newest]
     assert ids(await review.list_missions(pool, domain="sql-data")) == [asked_later, sql]

@@ -281,7 +281,7 @@ async def test_a_user_who_asks_again_meanwhile_gets_the_job_under_way(
     [job] = {answer.job.id for answer in answers if answer.job is not None}
     assert all(answer.instance is None for answer in answers)
     assert [answer.status_code for answer in answers_over_http] == [202] * 3
-    assert {answer.json()["job"]["id"] for answer in answers_over_http} == {job}
+    assert {answer.json()["job"]["id"] for answer in answers_over_http} == {str(job)}
     # Stock that arrives meanwhile is served at once, and still no second job is made.
     await add_mission(pool, "python-backend")
     assert (await serve(client, keys, BACKEND, key="stocked")).status_code == 200

@@ -36,7 +36,7 @@ async def main(map_file: Path) -> None:
     finally:
         await barrier.close()
         await pool.close()
-    print(msgspec.json.encode(result).decode(), flush=True)
+    print(msgspec.json.encode(result, enc_hook=int).decode(), flush=True)  # ids as numbers
 
 
 if __name__ == "__main__":

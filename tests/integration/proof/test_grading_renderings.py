@@ -31,7 +31,7 @@ async def graded(
     pool: asyncpg.Pool,
     prover: Prover,
     key: str,
-    instance_id: str,
+    instance_id: int,
     files: dict[str, str],
     idempotency_key: str,
 ) -> dict[str, Any]:
@@ -78,7 +78,7 @@ async def test_a_renamed_instance_is_graded_against_its_own_rendering(
         """SELECT i.id FROM mission_instances i JOIN mission_renderings r ON r.id = i.rendering_id
            WHERE r.renderer = 'renamed' ORDER BY i.id LIMIT 1"""
     )
-    [instance] = [a.instance for a in answers if a.instance and a.instance.id == str(renamed_id)]
+    [instance] = [a.instance for a in answers if a.instance and a.instance.id == renamed_id]
 
     view = await client.get(f"/v1/qa/instances/{instance.id}", headers=bearer(keys["qa_reviewer"]))
     assert view.status_code == 200, view.text

@@ -46,16 +46,16 @@ async def test_200_users_at_once_get_instances_no_two_of_which_share_their_files
 
     instances = [answer.instance for answer in answers if answer.instance is not None]
     assert len(instances) == 100, "exactly the stock: 4 missions of 25 serves"
-    assert Counter(i.mission_id for i in instances) == {str(m["id"]): 25 for m in missions}
+    assert Counter(i.mission_id for i in instances) == {m["id"]: 25 for m in missions}
     assert max(Counter(i.variant_id for i in instances).values()) <= 5
     assert len({(i.mission_id, i.user_id) for i in instances}) == 100
-    by_mission: dict[str, set[str]] = {}
+    by_mission: dict[int, set[str]] = {}
     for instance in instances:
         by_mission.setdefault(instance.mission_id, set()).add(
             json.dumps(instance.files, sort_keys=True)
         )
     assert {mission: len(files) for mission, files in by_mission.items()} == {
-        str(m["id"]): 25 for m in missions
+        m["id"]: 25 for m in missions
     }, "no two instances of one mission share their files"
     # Every served rendering has a passing proof on record: the variant's own for its identity
     # rendering, its own sandboxed runs for a renamed one.
