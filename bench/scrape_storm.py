@@ -2,6 +2,7 @@
 instances and 1,000,000 ledger rows.
 
     python bench/scrape_storm.py [--seconds 6] [--clients 32] [--scrapers 64] [--rounds 10]
+                                 [--missions 40] [--variants 20]
                                  [--database-url postgresql://...]
 
 It loads bench/serve.py's history (1,000,000 instances of 100,000 retired missions) and
@@ -55,9 +56,9 @@ async def load_ledger(database_url: str) -> None:
     print(f"loading {LEDGER_ROWS:,} ledger rows...", flush=True)
     connection = await asyncpg.connect(database_url)
     await connection.execute(
-        """INSERT INTO llm_calls (job_id, attempt, purpose, provider, model, started_at,
-               finished_at, input_tokens, output_tokens, cost_usd, outcome)
-           SELECT n, 1, 'generate', 'bench', 'm', at, at + interval '30 seconds', 1200, 800,
+        """INSERT INTO llm_calls (job_id, attempt, call_number, purpose, provider, model,
+               started_at, finished_at, input_tokens, output_tokens, cost_usd, outcome)
+           SELECT n, 1, 1, 'generate', 'bench', 'm', at, at + interval '30 seconds', 1200, 800,
                   0.0011, (ARRAY['ok', 'ok', 'ok', 'ok', 'failed', 'refused', 'malformed'])[n % 7 + 1]
            FROM generate_series(1, $1::int) n,
                 LATERAL (SELECT now() - interval '30 days' + n * interval '2.5 seconds' AS at) call""",
@@ -107,7 +108,7 @@ def report(found: Phase, name: str, clients: int) -> None:
 
 async def main(arguments: argparse.Namespace) -> None:
     database_url, key = await stocked_database(
-        arguments.database_url, "bench_scrape_storm", arguments.missions
+        arguments.database_url, "bench_scrape_storm", arguments.missions, arguments.variants
     )
     await load_history(database_url)
     await load_ledger(database_url)
@@ -158,4 +159,5 @@ if __name__ == "__main__":
     parser.add_argument("--scrapers", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--missions", type=int, default=40, help="approved missions to serve from")
+    parser.add_argument("--variants", type=int, default=20, help="bugs of each mission")
     asyncio.run(main(parser.parse_args()))
