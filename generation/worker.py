@@ -374,7 +374,11 @@ class Worker:
     async def stop(self) -> None:
         tasks = [task for _, task in self._running.values()]
         for task in tasks:
-            task.cancel()
+            # One given back at the release is already stopping: it may be storing the id of
+            # its call under way, for the next attempt to take over, and a second cancel would
+            # cut that short.
+            if not task.cancelling():
+                task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
 

@@ -6,6 +6,7 @@ retried or failed with a reason, and no reservation behind."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -29,6 +30,7 @@ from generation.retention import Retention
 from tests.support.batches import MODEL, BatchRig, stub_provider
 from tests.support.jobs import enqueue
 from tests.support.openai_stub import COPY_ANSWERS, USAGE, BatchLine, OpenAIStub
+from tests.support.polling import eventually
 from tests.support.server import ROOT
 
 queries = Queries("generation")
@@ -156,6 +158,34 @@ def a_budget(provider: OpenAIProvider) -> Budget:
         job_reservation_usd=provider.worst_case_cost_usd(2),
         interactive_reserve_usd=Decimal(0),
     )
+
+
+async def test_a_deploy_while_the_provider_creates_a_response_leaves_it_named_for_the_next(
+    pool: asyncpg.Pool, openai_stub: OpenAIStub
+) -> None:
+    """The worker gives the job back while its response is being created: the stopped
+    generation waits for the provider's id and stores it before the release returns, so the
+    next attempt takes the call over instead of paying for it again."""
+    openai_stub.answers.update(COPY_ANSWERS)
+    model = stub_provider(openai_stub, calls="background", batch="off")
+    openai_stub.delay_seconds = 1.0
+    openai_stub.plan("slow")
+    try:
+        job = await enqueue(pool, None, domain=DOMAIN)
+        stopping = BatchRig(pool, model)
+        assert await stopping.dispatcher.run_once()
+        await eventually(lambda: asyncio.sleep(0, openai_stub.received), 10, "the creation")
+        await stopping.dispatcher.stop()
+        assert await stopping.worker.release() == [job]
+
+        [call] = await pool.fetch("SELECT provider_id, finished_at FROM llm_calls")
+        assert (call["provider_id"], call["finished_at"]) == (openai_stub.created()[0].id, None)
+        await BatchRig(pool, model).until_drained()
+    finally:
+        await model.close()
+    assert (await statuses(pool))[job] == ("completed", None)
+    assert [each.received.schema_name for each in openai_stub.created()] == ["mission", "sabotage"]
+    assert sorted(await billed(pool)) == [(job, "generate", 1), (job, "sabotage", 1)]
 
 
 async def test_while_another_process_runs_a_batch_pass_a_pass_does_nothing(
