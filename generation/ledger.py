@@ -23,10 +23,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Literal
 
@@ -43,6 +44,11 @@ log = logging.getLogger(__name__)
 # How long starting a call waits out an outage: nothing is spent yet, so then the job goes back
 # to the queue. Recording a call's spend waits longer (outlasting_outages' default).
 START_PATIENCE_SECONDS = 30.0
+# How long the next attempt waits for a live process to store the id of a call it was still
+# creating when it gave the job back (at most one request's rest), polling this often.
+NAMING_PATIENCE_SECONDS = 60.0
+NAMING_POLL_SECONDS = 0.1
+PROCESS_SILENT_AFTER = timedelta(seconds=30)
 
 Purpose = Literal["generate", "sabotage"]
 Outcome = Literal["ok", "failed", "refused", "malformed", "unbilled"]
@@ -123,8 +129,12 @@ class Ledger:
         *,
         lane: Lane = "interactive",
         start_patience_seconds: float = START_PATIENCE_SECONDS,
+        process_silent_after: timedelta = PROCESS_SILENT_AFTER,
     ) -> None:
         self._db = db
+        # A process whose worker has not beaten for this long is dead: its call is not waited
+        # for (take_over).
+        self._process_silent_after = process_silent_after
         self.job_id = job_id
         self.attempt = attempt
         # The job's lane: only the replenish lane's calls may wait for a batch.
@@ -236,7 +246,21 @@ class Ledger:
         """An earlier attempt's call of this purpose and try that the provider may still hold,
         now this attempt's; None when there is none, or when this attempt no longer holds the
         job (its next call then raises JobLost)."""
-        row = await outlasting_outages(
+        deadline = time.monotonic() + NAMING_PATIENCE_SECONDS
+        while (row := await self._taken_over(purpose, try_number)) is None:
+            if time.monotonic() > deadline or not await self._being_named(purpose, try_number):
+                return None
+            await asyncio.sleep(NAMING_POLL_SECONDS)
+        return OpenCall(
+            call_id=row["id"],
+            provider_id=row["provider_id"],
+            settled=row["outcome"] == "ok",
+            started_at=row["started_at"],
+            mode=row["mode"],
+        )
+
+    async def _taken_over(self, purpose: Purpose, try_number: int) -> asyncpg.Record | None:
+        row: asyncpg.Record | None = await outlasting_outages(
             functools.partial(
                 self._db.fetchrow,
                 queries["llm_call_take_over_if_generating"],
@@ -248,15 +272,23 @@ class Ledger:
             what=f"looking for job {self.job_id}'s open {purpose} call",
             patience_seconds=self._start_patience,
         )
-        if row is None:
-            return None
-        return OpenCall(
-            call_id=row["id"],
-            provider_id=row["provider_id"],
-            settled=row["outcome"] == "ok",
-            started_at=row["started_at"],
-            mode=row["mode"],
+        return row
+
+    async def _being_named(self, purpose: Purpose, try_number: int) -> bool:
+        named: bool = await outlasting_outages(
+            functools.partial(
+                self._db.fetchval,
+                queries["llm_call_being_named"],
+                self.job_id,
+                self.attempt,
+                purpose,
+                try_number,
+                self._process_silent_after,
+            ),
+            what=f"looking for job {self.job_id}'s {purpose} call being named",
+            patience_seconds=self._start_patience,
         )
+        return named
 
     @asynccontextmanager
     async def resumed(

@@ -306,16 +306,17 @@ WHERE id = ANY(ARRAY(
 -- an outage returns the row the first try wrote (the two branches read one snapshot: exactly
 -- one of them answers).
 WITH job AS (
-    SELECT id FROM generation_jobs
+    SELECT id, worker_id FROM generation_jobs
     WHERE id = $1::bigint AND attempt = $2::int AND status = 'generating'
     FOR SHARE
 ),
 inserted AS (
     INSERT INTO llm_calls (
-        job_id, attempt, call_number, purpose, provider, model, mode, try_number, ceiling_usd
+        job_id, attempt, call_number, purpose, provider, model, mode, try_number, ceiling_usd,
+        worker_id
     )
     SELECT $1::bigint, $2::int, $6::int, $3::text, $4::text, $5::text, $7::text, $8::int,
-           $9::numeric
+           $9::numeric, job.worker_id
     FROM job
     ON CONFLICT (job_id, attempt, call_number) DO NOTHING
     RETURNING id
@@ -405,6 +406,20 @@ SELECT id, provider_id, outcome, started_at, mode FROM taken
 UNION ALL
 SELECT c.id, c.provider_id, c.outcome, c.started_at, c.mode FROM llm_calls c, candidate
 WHERE c.id = candidate.id AND c.resumed_by_attempt = $2::int;
+
+-- name: llm_call_being_named
+-- An earlier attempt's background call of this purpose and try that has no provider's id yet
+-- while the process that made it still lives (its worker's heartbeat within $5): a generation
+-- given back at a deploy while its response was being created stores the id once the provider
+-- names it, for this attempt to take the call over. A dead process's call is not waited for.
+SELECT EXISTS (
+    SELECT 1 FROM llm_calls c
+    JOIN workers w ON w.worker_id = c.worker_id
+    WHERE c.job_id = $1::bigint AND c.attempt < $2::int AND c.purpose = $3::text
+      AND c.try_number = $4::int AND c.mode = 'background'
+      AND c.provider_id IS NULL AND c.finished_at IS NULL
+      AND w.heartbeat_at > now() - $5::interval
+);
 
 -- name: llm_call_finish
 -- Always recorded, even when the job was lost meanwhile: then it is marked orphaned.

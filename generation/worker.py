@@ -126,6 +126,7 @@ class Worker:
                 job.attempt,
                 lane=job.lane,
                 start_patience_seconds=self._patience,
+                process_silent_after=self._presumed_dead_after,
             )
             return await self._generator.generate(job, ledger)
         except JobLost:

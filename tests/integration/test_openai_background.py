@@ -168,11 +168,17 @@ async def test_the_next_attempt_takes_over_an_unfinished_call_and_pays_nothing_a
     assert (spend["resumed"], spend["saved"]) == (1, PRICE.cost(*USAGE["mission"]))
 
 
-async def test_a_generation_stopped_while_its_response_is_created_leaves_it_to_the_next(
-    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
-) -> None:
+async def given_back_while_created(
+    pool: asyncpg.Pool,
+    provider: OpenAIProvider,
+    openai_stub: OpenAIStub,
+    job_id: int,
+    creation_seconds: float,
+) -> tuple[asyncio.Task[MissionDraft], Ledger]:
+    """Attempt 1 writing the mission, stopped (released at a deploy) while the provider takes
+    `creation_seconds` to create its response; and the ledger of attempt 2."""
     openai_stub.plan("slow")
-    openai_stub.delay_seconds = 0.5
+    openai_stub.delay_seconds = creation_seconds
     first = asyncio.create_task(
         provider.write_mission(DOMAIN, seed=1, ledger=Ledger(pool, job_id, 1))
     )
@@ -180,7 +186,14 @@ async def test_a_generation_stopped_while_its_response_is_created_leaves_it_to_t
         lambda: asyncio.sleep(0, len(openai_stub.received)), 10, "the creation to be under way"
     )
     second = await next_attempt(pool, job_id)
-    first.cancel()  # released at a deploy while the provider is still creating the response
+    first.cancel()
+    return first, second
+
+
+async def test_a_generation_stopped_while_its_response_is_created_leaves_it_to_the_next(
+    pool: asyncpg.Pool, provider: OpenAIProvider, openai_stub: OpenAIStub, job_id: int
+) -> None:
+    first, second = await given_back_while_created(pool, provider, openai_stub, job_id, 0.5)
     with pytest.raises(asyncio.CancelledError):
         await first
     [row] = await rows(pool, job_id)
@@ -192,6 +205,34 @@ async def test_a_generation_stopped_while_its_response_is_created_leaves_it_to_t
     assert len(openai_stub.created()) == 1, "the answer was paid for once"
     [row] = await rows(pool, job_id)
     assert (row["outcome"], row["resumed_by_attempt"], row["orphaned"]) == ("ok", 2, False)
+
+
+@pytest.mark.parametrize(("last_beat", "paid"), [(timedelta(0), 1), (timedelta(hours=1), 2)])
+async def test_the_next_attempt_waits_for_a_live_process_to_name_the_call_it_was_creating(
+    pool: asyncpg.Pool,
+    provider: OpenAIProvider,
+    openai_stub: OpenAIStub,
+    job_id: int,
+    last_beat: timedelta,
+    paid: int,
+) -> None:
+    """Given back at a deploy while the provider was still creating its response, the job is
+    claimed at once elsewhere: that attempt waits for the live process to store the
+    response's id and takes the call over, paid once. A dead process's call is not waited
+    for: nobody will name it."""
+    await pool.execute(
+        """INSERT INTO workers (name, worker_id, started_at, heartbeat_at, slots)
+           VALUES ('test', 'test:1', now(), now() - $1::interval, 1)""",
+        last_beat,
+    )
+    first, second = await given_back_while_created(pool, provider, openai_stub, job_id, 1.0)
+
+    assert await provider.write_mission(DOMAIN, seed=1, ledger=second) == MISSION
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert len(openai_stub.created()) == paid
+    taken = [row["resumed_by_attempt"] for row in await rows(pool, job_id)]
+    assert taken == ([2] if paid == 1 else [None, None])
 
 
 async def test_an_answered_call_of_an_earlier_attempt_is_read_again_not_paid_again(
