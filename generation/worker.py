@@ -249,7 +249,10 @@ class Worker:
         return lost
 
     def _generating(self, job: ClaimedJob) -> bool:
-        return _held(job) in self._running and _held(job) not in self._ending
+        """Running, its end not being written, and not given back at a release (then it is
+        stopping already, and may be storing the id of its call under way)."""
+        entry = self._running.get(_held(job))
+        return entry is not None and _held(job) not in self._ending and not entry[1].cancelling()
 
     async def reconcile(self, now: datetime | None = None) -> list[int]:
         """Fail the jobs that other, now dead, processes of this worker on this machine held,
@@ -374,12 +377,16 @@ class Worker:
 
     async def stop(self) -> None:
         tasks = [task for _, task in self._running.values()]
+        if not tasks:
+            return
         for task in tasks:
-            # One given back at the release is already stopping: it may be storing the id of
-            # its call under way, for the next attempt to take over, and a second cancel would
-            # cut that short.
             if not task.cancelling():
                 task.cancel()
+        # One given back at the release may be storing the id of its call under way, for the
+        # next attempt to take over: it has a moment for that before it is cut short.
+        _, late = await asyncio.wait(tasks, timeout=self._finishing_seconds)
+        for task in late:
+            task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
 

@@ -160,12 +160,19 @@ def a_budget(provider: OpenAIProvider) -> Budget:
     )
 
 
+async def pending(pool: asyncpg.Pool, job_id: int) -> bool:
+    return bool(
+        await pool.fetchval("SELECT status = 'pending' FROM generation_jobs WHERE id = $1", job_id)
+    )
+
+
 async def test_a_deploy_while_the_provider_creates_a_response_leaves_it_named_for_the_next(
     pool: asyncpg.Pool, openai_stub: OpenAIStub
 ) -> None:
     """The worker gives the job back while its response is being created: the stopped
-    generation waits for the provider's id and stores it before the release returns, so the
-    next attempt takes the call over instead of paying for it again."""
+    generation waits for the provider's id (a heartbeat meanwhile does not take it for lost)
+    and stores it before the release returns, so the next attempt takes the call over instead
+    of paying for it again."""
     openai_stub.answers.update(COPY_ANSWERS)
     model = stub_provider(openai_stub, calls="background", batch="off")
     openai_stub.delay_seconds = 1.0
@@ -176,7 +183,10 @@ async def test_a_deploy_while_the_provider_creates_a_response_leaves_it_named_fo
         assert await stopping.dispatcher.run_once()
         await eventually(lambda: asyncio.sleep(0, openai_stub.received), 10, "the creation")
         await stopping.dispatcher.stop()
-        assert await stopping.worker.release() == [job]
+        releasing = asyncio.create_task(stopping.worker.release())
+        await eventually(lambda: pending(pool, job), 10, "the job given back")
+        assert await stopping.worker.heartbeat_once() == [], "given back, so not lost"
+        assert await releasing == [job]
 
         [call] = await pool.fetch("SELECT provider_id, finished_at FROM llm_calls")
         assert (call["provider_id"], call["finished_at"]) == (openai_stub.created()[0].id, None)

@@ -2,6 +2,7 @@
 with a zero row count."""
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
@@ -15,7 +16,7 @@ from generation.jobs import ClaimedJob
 from generation.ledger import Ledger
 from generation.worker import Worker
 from tests.support.dispatching import DEAD, PID_MAX, restarted
-from tests.support.generators import Holding
+from tests.support.generators import Holding, Lingering
 from tests.support.jobs import claim, enqueue, finish, job_in, status_of
 from tests.support.polling import eventually
 
@@ -235,6 +236,22 @@ async def test_a_stopping_worker_releases_what_runs_and_lets_what_has_ended_writ
         row = await status_of(pool, job)
         assert (row["status"], row["attempt"]) == ("completed", 1), "paid for: not released"
     assert (await status_of(pool, running))["attempt"] == 2
+
+
+async def test_a_release_cuts_short_a_stopped_generation_that_takes_too_long_to_end(
+    pool: asyncpg.Pool,
+) -> None:
+    """A generation given back at a release may finish what it had under way (storing the id
+    of its call), within the worker's finishing time; one that takes longer is cut short."""
+    job = await job_in(pool, "generating")
+    worker = Worker(pool, Lingering(), name="box", capacity=1, finishing_seconds=0.2)
+    worker.start(await claimed(pool, job, 1))
+    await asyncio.sleep(0)
+
+    started = time.monotonic()
+    assert await worker.release() == [job]
+    assert time.monotonic() - started < 5, "cut short, not waited for"
+    assert worker.running() == []
 
 
 @pytest.mark.parametrize(

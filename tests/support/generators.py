@@ -67,3 +67,15 @@ class Holding:
     async def generate(self, job: ClaimedJob, ledger: Ledger) -> Finished:
         await asyncio.Event().wait()
         raise AssertionError("unreachable: the worker stops it")
+
+
+class Lingering:
+    """A generation that, once stopped, goes on for a minute (a call under way that will not
+    end), until it is stopped again."""
+
+    async def generate(self, job: ClaimedJob, ledger: Ledger) -> Finished:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(60)
+        raise AssertionError("unreachable: the worker stops it")
