@@ -44,9 +44,11 @@ log = logging.getLogger(__name__)
 # How long starting a call waits out an outage: nothing is spent yet, so then the job goes back
 # to the queue. Recording a call's spend waits longer (outlasting_outages' default).
 START_PATIENCE_SECONDS = 30.0
-# How long the next attempt waits for a live process to store the id of a call it was still
-# creating when it gave the job back (at most one request's rest), polling this often.
-NAMING_PATIENCE_SECONDS = 60.0
+# How long at most the next attempt waits for a live process to store the id of a call it was
+# still creating when it gave the job back: longer than a request may take (120 s by default,
+# WARMPOOL_OPENAI_TIMEOUT_SECONDS), the wait ending as soon as the call is named or its process
+# dies; polling this often.
+NAMING_PATIENCE_SECONDS = 300.0
 NAMING_POLL_SECONDS = 0.1
 PROCESS_SILENT_AFTER = timedelta(seconds=30)
 

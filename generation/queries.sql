@@ -409,16 +409,20 @@ WHERE c.id = candidate.id AND c.resumed_by_attempt = $2::int;
 
 -- name: llm_call_being_named
 -- An earlier attempt's background call of this purpose and try that has no provider's id yet
--- while the process that made it still lives (its worker's heartbeat within $5): a generation
--- given back at a deploy while its response was being created stores the id once the provider
--- names it, for this attempt to take the call over. A dead process's call is not waited for.
+-- while the process that made it still lives (its worker's heartbeat within $5, a process
+-- started before the call: not a successor that reuses its pid): a generation given back at a
+-- deploy while its response was being created stores the id once the provider names it, for
+-- this attempt to take the call over, while this attempt holds the job. A dead process's call
+-- is not waited for.
 SELECT EXISTS (
     SELECT 1 FROM llm_calls c
     JOIN workers w ON w.worker_id = c.worker_id
+    JOIN generation_jobs j ON j.id = c.job_id
     WHERE c.job_id = $1::bigint AND c.attempt < $2::int AND c.purpose = $3::text
       AND c.try_number = $4::int AND c.mode = 'background'
       AND c.provider_id IS NULL AND c.finished_at IS NULL
-      AND w.heartbeat_at > now() - $5::interval
+      AND w.heartbeat_at > now() - $5::interval AND w.started_at <= c.started_at
+      AND j.attempt = $2::int AND j.status = 'generating'
 );
 
 -- name: llm_call_finish

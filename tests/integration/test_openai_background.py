@@ -207,22 +207,32 @@ async def test_a_generation_stopped_while_its_response_is_created_leaves_it_to_t
     assert (row["outcome"], row["resumed_by_attempt"], row["orphaned"]) == ("ok", 2, False)
 
 
-@pytest.mark.parametrize(("last_beat", "paid"), [(timedelta(0), 1), (timedelta(hours=1), 2)])
+@pytest.mark.parametrize(
+    ("started", "last_beat", "paid"),
+    [
+        pytest.param(timedelta(hours=-1), timedelta(0), 1, id="live"),
+        pytest.param(timedelta(hours=-1), timedelta(hours=1), 2, id="dead"),
+        # A process started after the call, under the same name:host:pid (a pid reused).
+        pytest.param(timedelta(hours=1), timedelta(0), 2, id="successor-with-its-pid"),
+    ],
+)
 async def test_the_next_attempt_waits_for_a_live_process_to_name_the_call_it_was_creating(
     pool: asyncpg.Pool,
     provider: OpenAIProvider,
     openai_stub: OpenAIStub,
     job_id: int,
+    started: timedelta,
     last_beat: timedelta,
     paid: int,
 ) -> None:
     """Given back at a deploy while the provider was still creating its response, the job is
     claimed at once elsewhere: that attempt waits for the live process to store the
     response's id and takes the call over, paid once. A dead process's call is not waited
-    for: nobody will name it."""
+    for (nor one whose name a later process took): nobody will name it."""
     await pool.execute(
         """INSERT INTO workers (name, worker_id, started_at, heartbeat_at, slots)
-           VALUES ('test', 'test:1', now(), now() - $1::interval, 1)""",
+           VALUES ('test', 'test:1', now() + $1::interval, now() - $2::interval, 1)""",
+        started,
         last_beat,
     )
     first, second = await given_back_while_created(pool, provider, openai_stub, job_id, 1.0)
