@@ -277,6 +277,8 @@ class Ledger:
         return row
 
     async def _being_named(self, purpose: Purpose, try_number: int) -> bool:
+        if self.attempt == 1:
+            return False  # no earlier attempt made a call
         named: bool = await outlasting_outages(
             functools.partial(
                 self._db.fetchval,
