@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+# How a line comment starts, by language.
+COMMENT = {"python": "#", "javascript": "//", "sql": "--"}
 
-def reformatted_fragment(text: str) -> str:
+
+def reformatted_fragment(text: str, *, language: str = "python") -> str:
     """20 lines from the middle of a file, re-indented, spaced and commented otherwise."""
     lines = [line for line in text.splitlines() if line.strip()]
     assert len(lines) >= 20, "a file long enough for a fragment"
@@ -12,9 +15,10 @@ def reformatted_fragment(text: str) -> str:
     for number, line in enumerate(lines[start : start + 20]):
         body = line.lstrip(" ")
         indent = "  " * ((len(line) - len(body)) // 4)
-        fragment.append(f"{indent}{body.replace(', ', ',')}" + ("  # leaked" if number % 3 else ""))
+        comment = f"  {COMMENT[language]} leaked" if number % 3 else ""
+        fragment.append(f"{indent}{body.replace(', ', ',')}{comment}")
         fragment.append("")
-    return "# found on a forum\n" + "\n".join(fragment)
+    return f"{COMMENT[language]} found on a forum\n" + "\n".join(fragment)
 
 
 def longest_file(files: dict[str, str]) -> str:

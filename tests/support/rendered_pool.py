@@ -20,23 +20,25 @@ from tests.support.providers import CatalogInTurn
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=60)
 TRACK = "backend-engineer"
+# The domains with code, by the language their missions are written in.
+DOMAINS = {"python": "python-backend", "javascript": "javascript-frontend", "sql": "sql-data"}
 
 
-def shares_map(*, retire_after: int, target: int = 0) -> DomainMap:
-    """python-backend alone: missions served `retire_after` times, each bug 5 times, no jitter,
-    approved by their proofs; with no target, replenishment orders bugs and renderings alone."""
-    python = {
+def shares_map(*, retire_after: int, target: int = 0, language: str = "python") -> DomainMap:
+    """One domain of `language` alone: missions served `retire_after` times, each bug 5 times,
+    no jitter, approved by their proofs; with no target, replenishment orders bugs and
+    renderings alone."""
+    domain = {
         "kind": "technical",
-        "language": "python",
+        "language": language,
         "target": target,
         "retire_after": retire_after,
         "retire_jitter": False,
         "bug_share": 5,
         "review": "proof",
     }
-    return parse(
-        {"tracks": {TRACK: ["python-backend"]}, "domains": {"python-backend": python}}, "test"
-    )
+    name = DOMAINS[language]
+    return parse({"tracks": {TRACK: [name]}, "domains": {name: domain}}, "test")
 
 
 def pipeline(
@@ -73,14 +75,19 @@ async def replenish_until_done(
 
 
 async def rendered_pool(
-    pool: asyncpg.Pool, prover: Prover, *, missions: int, retire_after: int
+    pool: asyncpg.Pool,
+    prover: Prover,
+    *,
+    missions: int,
+    retire_after: int,
+    language: str = "python",
 ) -> DomainMap:
-    """`missions` different catalog missions, each with the bugs and renderings its serves
-    need, ready; the map they are served under."""
-    the_map = shares_map(retire_after=retire_after)
+    """`missions` different catalog missions of `language`, each with the bugs and renderings
+    its serves need, ready; the map they are served under."""
+    the_map = shares_map(retire_after=retire_after, language=language)
     make = pipeline(pool, prover, the_map, CatalogInTurn())
     for _ in range(missions):
-        await enqueue(pool, None)
+        await enqueue(pool, None, domain=DOMAINS[language])
         await run_pending(pool, make)
     replenisher = Replenisher(
         pool, the_map, LIMITS, max_per_pass=20, heartbeat_timeout=HEARTBEAT_TIMEOUT

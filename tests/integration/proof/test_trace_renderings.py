@@ -1,6 +1,6 @@
-"""Tracing leaks of instances that rendering jobs made and proved: each instance's files, and a
-reformatted 20-line fragment of one of them, trace back to that instance first; a file of a
-mission the pool does not hold traces to nothing."""
+"""Tracing leaks of instances that rendering jobs made and proved, in each language with code:
+each instance's files, and a reformatted 20-line fragment of one of them, trace back to that
+instance first; a file of a mission the pool does not hold traces to nothing."""
 
 from __future__ import annotations
 
@@ -37,12 +37,13 @@ def telling_fragment(files: dict[str, str], others: list[dict[str, str]]) -> str
     return best
 
 
+@pytest.mark.parametrize("language", ["python", "javascript", "sql"])
 async def test_each_instance_and_a_fragment_of_it_trace_back_to_that_instance_first(
-    pool: asyncpg.Pool, prover: Prover
+    pool: asyncpg.Pool, prover: Prover, language: str
 ) -> None:
-    require(prover, "python", "trusted")
+    require(prover, language, "trusted")
     # Two missions of one bug, served five times each: the identity and four renderings.
-    the_map = await rendered_pool(pool, prover, missions=2, retire_after=5)
+    the_map = await rendered_pool(pool, prover, missions=2, retire_after=5, language=language)
     answers = await serve_all(pool, the_map, [f"user-{n}" for n in range(10)], track=TRACK)
     instances = [answer.instance for answer in answers if answer.instance is not None]
     assert len(instances) == 10
@@ -59,7 +60,7 @@ async def test_each_instance_and_a_fragment_of_it_trace_back_to_that_instance_fi
         ]
         for text in (
             json.dumps(instance.files),
-            reformatted_fragment(telling_fragment(instance.files, others)),
+            reformatted_fragment(telling_fragment(instance.files, others), language=language),
         ):
             matches = await trace.trace(pool, text)
             assert matches, text
@@ -79,7 +80,7 @@ async def test_each_instance_and_a_fragment_of_it_trace_back_to_that_instance_fi
     other = next(
         mission
         for mission in catalog.load()
-        if mission.language == "python"
+        if mission.language == language
         and json.dumps(mission.gold_files, sort_keys=True) not in stored
     )
-    assert await trace.trace(pool, longest_file(other.gold_files)) == []
+    assert await trace.trace(pool, longest_file({**other.gold_files, **other.test_files})) == []
