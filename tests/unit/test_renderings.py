@@ -1,30 +1,54 @@
 """Renderings as a whole: names from the vocabulary in the identifier's style, numbered
-renderings that are distinct and repeatable, over every code mission of the catalog."""
+renderings that are distinct and repeatable, and that rename names and nothing else (renaming
+back gives every file as written), over every code mission of the catalog."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from generation.offline import catalog, saboteur
 from generation.offline.catalog import CatalogMission
-from generation.renderings import Renderer, RenderingFailed, Sources, rename_prose
+from generation.renderings import (
+    Renderer,
+    RenderingFailed,
+    Sources,
+    javascript,
+    python,
+    rename_prose,
+    sql,
+)
 from generation.renderings.naming import Plan, candidates
 
 CODE_MISSIONS = [mission for mission in catalog.load() if mission.language != "none"]
 DOMAINS = {"python": "python-backend", "javascript": "javascript-frontend", "sql": "sql-data"}
+LANGUAGES = {"python": python, "javascript": javascript, "sql": sql}
 WORDS = {"price": ("cost", "rate"), "line": ("row",), "entry": ("item",)}
 
 
-def renderer(mission: CatalogMission) -> Renderer:
+def sources(mission: CatalogMission) -> Sources:
     sabotage = saboteur.sabotage(mission, seed=1, try_number=1)
-    sources = Sources(
+    return Sources(
         gold_files=mission.gold_files,
         test_files=mission.test_files,
         sabotaged_files=sabotage.sabotaged_files,
+        hidden_test_files=mission.hidden_test_files,
     )
-    return Renderer(sources, language=mission.language, domain=DOMAINS[mission.language])
+
+
+def renderer(mission: CatalogMission) -> Renderer:
+    return Renderer(sources(mission), language=mission.language, domain=DOMAINS[mission.language])
+
+
+@functools.cache
+def renderers(slug: str) -> tuple[Renderer, Sources]:
+    """A mission's renderer and what it renders, made once for all the examples of a test."""
+    mission = next(mission for mission in CODE_MISSIONS if mission.slug == slug)
+    return renderer(mission), sources(mission)
 
 
 @pytest.mark.parametrize(
@@ -89,6 +113,26 @@ def test_each_mission_has_many_renderings_and_no_two_show_the_same_files(
         shown.add(tuple(sorted({**rendering.sabotaged_files, **rendering.test_files}.items())))
     assert len(shown) == len(numbers)
     assert made.render(7) == renderer(mission).render(7)  # the same number, the same files
+
+
+@pytest.mark.parametrize("mission", CODE_MISSIONS, ids=lambda mission: mission.slug)
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_renaming_a_rendering_back_gives_every_file_as_written(
+    mission: CatalogMission, data: st.DataObject
+) -> None:
+    """Renames are one to one, no new name meets a name the files already use, and the rewrite
+    keeps every other character: cheap enough for many renderings of each mission, beside the
+    few that tests/integration/proof/test_renderings_proof.py runs in a sandbox."""
+    made, written = renderers(mission.slug)
+    rendering = made.render(data.draw(st.integers(0, made.count - 1), label="rendering"))
+    back = {new: old for old, new in rendering.renames.items()}
+    assert len(back) == len(rendering.renames)
+    language = LANGUAGES[mission.language]
+    for part in ("gold_files", "test_files", "sabotaged_files", "hidden_test_files"):
+        for path, text in getattr(rendering, part).items():
+            undone = language.rewrite(path, text, back) if language.is_source(path) else text
+            assert undone == getattr(written, part)[path], f"{part} {path}"
 
 
 @pytest.mark.parametrize("mission", CODE_MISSIONS, ids=lambda mission: mission.slug)
