@@ -3,8 +3,9 @@ of any code mission, proven with real pytest, Jest and pgTAP, passes with its go
 visible and hidden, and fails with its bug exactly the tests the unrendered bug fails, the
 hidden ones included.
 
-A few renderings per mission keep this tier's cost bounded; `bench/renderings.py` proves many
-more and reports how fast.
+A few renderings per mission keep this tier's cost bounded: tests/unit/test_renderings.py
+checks a hundred per mission without running them, and `bench/renderings.py` proves many more
+and reports how fast.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tests.support.proving import require
 
 CODE_MISSIONS = [mission for mission in catalog.load() if mission.language != "none"]
 DOMAINS = {"python": "python-backend", "javascript": "javascript-frontend", "sql": "sql-data"}
-EXAMPLES_PER_MISSION = 2
+EXAMPLES_PER_MISSION = 5
 
 _variants: dict[str, tuple[Renderer, ProofRun, ProofRun]] = {}
 
