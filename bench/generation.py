@@ -1,8 +1,10 @@
 """Generation benchmark: missions per minute through the whole pipeline with the offline
-provider at zero delay, and the share of the generations' time spent in proofs; then what the
-model costs through the openai provider against the loopback stub (the real SDK).
+provider at zero delay, and the share of the generations' time spent in proofs; the renderings
+proven per minute per proof slot and the sandbox seconds per served instance (bench/renderings.py,
+which runs alone too); then what the model costs through the openai provider against the
+loopback stub (the real SDK).
 
-    python bench/generation.py [--jobs 48] [--cap 2] [--database-url postgresql://...]
+    python bench/generation.py [--jobs 48] [--cap 2] [--per-mission 10] [--database-url ...]
     python bench/generation.py --costs-only [--cost-jobs 50] [--deploy-jobs 10]
 
 Costs: the same run of jobs (four replenish ones to one interactive, copy missions, every one
@@ -31,14 +33,14 @@ import argparse
 import asyncio
 import itertools
 import os
-import tempfile
 import time
 from collections import Counter, defaultdict
 from datetime import timedelta
 
 import asyncpg
 
-from bench.scratch import database_parser, fresh_database
+from bench import renderings
+from bench.scratch import database_parser, fresh_database, proof_folder
 from core.domains import load
 from generation.dispatcher import Dispatcher
 from generation.offline import OfflineProvider
@@ -58,16 +60,10 @@ from tests.support.proving import ensure_toolchain
 MINUTE = timedelta(minutes=1)
 
 
-def proof_folder() -> Path:
-    # Under /tmp with others allowed through: proofs run as the sandbox uids.
-    folder = Path(tempfile.mkdtemp(prefix="warmpool-bench-"))
-    folder.chmod(0o755)
-    return folder
-
-
 async def main(arguments: argparse.Namespace) -> None:
     if not arguments.costs_only:
         await throughput(arguments)
+        await renderings.main(arguments)
     with running_stub() as stub:
         stub.answers.update(COPY_ANSWERS)
         stub.distinct = True
@@ -246,7 +242,8 @@ async def costs(arguments: argparse.Namespace, stub: OpenAIStub) -> None:
 if __name__ == "__main__":
     parser = database_parser(__doc__)
     parser.add_argument("--jobs", type=int, default=48)
-    parser.add_argument("--cap", type=int, default=2)
+    parser.add_argument("--cap", type=int, default=2, help="proof slots")
+    renderings.add_arguments(parser)
     parser.add_argument("--costs-only", action="store_true")
     parser.add_argument("--cost-jobs", type=int, default=50)
     parser.add_argument("--deploy-jobs", type=int, default=10)

@@ -2,12 +2,12 @@
 beside the same proof of the unrendered missions in the same run, and the sandbox seconds a
 served instance costs now that each one is a rendering of its own.
 
-    python bench/renderings.py [--per-mission 10] [--slots 2] [--database-url postgresql://...]
+    python bench/renderings.py [--per-mission 10] [--cap 2] [--database-url postgresql://...]
 
 For every code mission of the catalog, a planted bug that fails every test is the variant;
 `--per-mission` random renderings of it are made and proven as a serve would need them
 (gold with every test, the bug with the visible and hidden tests, the same tests failing as
-before renaming), all at once on `--slots` proof slots, trusted (the catalog ships with
+before renaming), all at once on `--cap` proof slots, trusted (the catalog ships with
 warmpool). A served instance then costs, in sandbox seconds, its share of the mission's gold
 proof (over `retire_after` serves), of its variant's proof (over `bug_share` serves) and, but for
 a bug's first serve (its identity rendering), its rendering's own proof; the same without
@@ -34,8 +34,7 @@ import time
 from collections import defaultdict
 from typing import NamedTuple
 
-from bench.generation import proof_folder
-from bench.scratch import database_parser
+from bench.scratch import database_parser, proof_folder
 from core.domains import SabotagePolicy, load
 from generation.offline import catalog, saboteur
 from generation.offline.catalog import CatalogMission
@@ -119,7 +118,7 @@ async def main(arguments: argparse.Namespace) -> None:
         work_root=proof_folder(),
         toolchain_root=await asyncio.to_thread(ensure_toolchain),
         postgres_admin_url=arguments.database_url,
-        slots=arguments.slots,
+        slots=arguments.cap,
     )
     missions = [
         mission
@@ -147,7 +146,7 @@ async def main(arguments: argparse.Namespace) -> None:
     rendered_wall, rendered_proofs = await prove_all(prover, rendered, policy)
     await prover.close()
 
-    slots = arguments.slots
+    slots = arguments.cap
     per_slot = len(rendered) / rendered_wall * 60 / slots
     baseline_per_slot = len(baseline) / baseline_wall * 60 / slots
     print(f"\n{len(missions)} missions, {slots} proof slots, {os.cpu_count()} cores")
@@ -200,10 +199,15 @@ async def main(arguments: argparse.Namespace) -> None:
     print("every rendering proven: gold passes, the same tests fail as before renaming")
 
 
-if __name__ == "__main__":
-    parser = database_parser(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of this benchmark that bench/generation.py, which runs it too, takes."""
     parser.add_argument("--per-mission", type=int, default=10)
     parser.add_argument("--baseline-per-mission", type=int, default=2)
-    parser.add_argument("--slots", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
+
+
+if __name__ == "__main__":
+    parser = database_parser(__doc__)
+    parser.add_argument("--cap", type=int, default=2, help="proof slots")
+    add_arguments(parser)
     asyncio.run(main(parser.parse_args()))

@@ -1,9 +1,11 @@
-"""What every benchmark on a database shares: its command line and a scratch database."""
+"""What the benchmarks share: their command line, a scratch database and a proof work folder."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
+from pathlib import Path
 
 import asyncpg
 
@@ -34,3 +36,10 @@ async def fresh_database(server: str, name: str) -> str:
     finally:
         await admin.close()
     return with_database(server, name)
+
+
+def proof_folder() -> Path:
+    # Under /tmp with others allowed through: proofs run as the sandbox uids.
+    folder = Path(tempfile.mkdtemp(prefix="warmpool-bench-"))
+    folder.chmod(0o755)
+    return folder
