@@ -56,7 +56,9 @@ HISTORY_RETIRED = 100_000
 _users = itertools.count()
 # The serve before variants (pool/queries.sql and pool/serving.py before 379b1c7), on today's
 # schema: the least-served mission the user does not have, its count, and the instance from its
-# files; when every such mission is locked, one of the least served is waited for.
+# files, returned whole and made into the Instance the route answers with, as then (variant 0,
+# no cohort: those came with variants); when every such mission is locked, one of the least
+# served is waited for.
 PRE_VARIANT_SERVE = """
 WITH eligible AS (
     SELECT m.id, m.serve_count FROM missions m
@@ -94,7 +96,8 @@ INSERT INTO mission_instances
 SELECT id, $2::text, $3::text, domain, language, title, brief, sabotaged_files || test_files,
        serve_count, now()
 FROM served
-RETURNING id
+RETURNING id, mission_id, user_id, track, domain, language, title, brief, files, serve_number,
+          created_at, 0 AS variant_id, NULL::text AS cohort
 """
 PRE_VARIANT_LEAST_SERVED_ID = """
 SELECT m.id FROM missions m
@@ -111,7 +114,9 @@ class _NothingServed(Exception):
     """A round that served nothing: its savepoint is rolled back, with any row it locked."""
 
 
-async def serve_before_variants(connection: asyncpg.Connection, names: list[str]) -> None:
+async def serve_before_variants(
+    connection: asyncpg.Connection, names: list[str]
+) -> serving.Instance:
     """One serve as it was made before variants, in the caller's transaction."""
     user, waited_for = f"u{next(_users)}", None
     while True:
@@ -121,8 +126,9 @@ async def serve_before_variants(connection: asyncpg.Connection, names: list[str]
                     await connection.execute(
                         "SELECT id FROM missions WHERE id = $1 FOR UPDATE", waited_for
                     )
-                if await connection.fetchval(PRE_VARIANT_SERVE, names, user, TRACK, waited_for):
-                    return
+                row = await connection.fetchrow(PRE_VARIANT_SERVE, names, user, TRACK, waited_for)
+                if row is not None:
+                    return serving.instance_from_row(row)
                 raise _NothingServed
         except _NothingServed:
             pass
