@@ -36,9 +36,22 @@ UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 # Every request names a user of its own (and, for idempotent routes, a key of its own).
 SCRIPT = """
 local thread_id = 0
+local threads = {}
 setup = function(thread)
     thread:set("id", thread_id)
     thread_id = thread_id + 1
+    table.insert(threads, thread)
+end
+-- An answer that is not a 2xx: its status and body, the first of each thread, said at the end.
+failed = nil
+response = function(status, headers, body)
+    if status >= 300 and failed == nil then failed = status .. " " .. body end
+end
+done = function(summary, latency, requests)
+    for _, thread in ipairs(threads) do
+        local answer = thread:get("failed")
+        if answer then print("first failure: " .. answer) end
+    end
 end
 local sent = 0
 request = function()
