@@ -14,10 +14,14 @@ through asyncpg the same way (the two in `--turns` turns, each figure its median
 p50/p99 over HTTP at half the measured peak rate (each
 connection pausing at random between its requests), with a one-row INSERT and its COMMIT
 through asyncpg at that same rate. Then it loads 1,000,000 historical instances and 100,000
-retired missions and measures again. Each mission has `--variants` bugs, each served from its
-identity rendering, least-served first. Goals: HTTP at least half the ceiling; the ceiling at
-least 90 % of the serve before variants; p99 at half the peak rate under 25 ms or within 2x the
-floor's; within 20 % of the empty-table figures at a million rows.
+retired missions and measures again. Every serving phase has stock of its own, enough for
+`--stock-rate` serves a second: technical missions of 100 serves, their 20 bugs each served to 5
+candidates (bug_share), each serve from a rendering of its own, served once; a reviewer
+approves 40 missions at a time as the serves use them up, so that a serve chooses among as many
+missions as a pool holds. A phase whose stock ran out stops the benchmark. Goals: HTTP at least
+half the ceiling; the ceiling at least 90 % of the serve before variants; p99 at half the peak
+rate under 25 ms or within 2x the floor's; within 20 % of the empty-table figures at a million
+rows.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ import itertools
 import os
 import random
 import tempfile
+import threading
 import time
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 
 import asyncpg
@@ -53,6 +58,17 @@ from tests.support.server import running_server
 TRACK = "backend-engineer"
 HISTORY_INSTANCES = 1_000_000
 HISTORY_RETIRED = 100_000
+BUG_SHARE = 5  # the shipped domains': candidates per planted bug
+MISSION_SERVES = 100  # a technical mission's serves
+LIVE_MISSIONS = 40  # approved at a time, of the stock a phase needs
+APPROVE = """
+UPDATE missions SET qa_status = 'approved', reviewed_at = now()
+WHERE id = ANY (ARRAY(
+    SELECT id FROM missions WHERE qa_status = 'awaiting_review' AND retired_at IS NULL
+    ORDER BY id LIMIT $1
+))
+AND (SELECT count(*) FROM missions WHERE qa_status = 'approved' AND retired_at IS NULL) < $1
+"""
 _users = itertools.count()
 # The serve before variants (pool/queries.sql and pool/serving.py before 379b1c7), on today's
 # schema: the least-served mission the user does not have, its count, and the instance from its
@@ -227,7 +243,7 @@ async def measure(
             instance = await serving.serve(
                 connection, user_id=f"u{next(_users)}", track=TRACK, domains=domains
             )
-            assert instance is not None
+            assert instance is not None, "nothing to serve: the stock ran out"
 
     async def before_variants() -> None:
         async with pool.acquire() as connection, connection.transaction():
@@ -237,17 +253,30 @@ async def measure(
         async with pool.acquire() as connection, connection.transaction():
             await connection.execute("INSERT INTO bench_floor (payload) VALUES ('x')")
 
+    async def serving_phase(run: Awaitable[Figures]) -> Figures:
+        """A phase of serves on stock of its own, which must last it."""
+        await restock(database_url, round(arguments.stock_rate * arguments.seconds))
+        with reviewing(database_url):
+            found = await run
+        if not await stock_lasted(database_url):
+            raise SystemExit("the stock ran out during a phase: raise --stock-rate")
+        return found
+
     await pool.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial, payload text)")
     over_http = partial(wrk, url, key, path="/v1/serve", track=TRACK, clients=arguments.clients)
-    http = await over_http(seconds=arguments.seconds)
+    http = await serving_phase(over_http(seconds=arguments.seconds))
     # In turns, each turn both: on these shared cores the machine's own pace drifts by a third
     # within a minute, and a ratio of two phases a minute apart measures the drift.
     ceilings, befores = [], []
     for _ in range(arguments.turns):
-        ceilings.append(await closed_loop(through_asyncpg, arguments.clients, arguments.seconds))
-        befores.append(await closed_loop(before_variants, arguments.clients, arguments.seconds))
+        ceilings.append(
+            await serving_phase(closed_loop(through_asyncpg, arguments.clients, arguments.seconds))
+        )
+        befores.append(
+            await serving_phase(closed_loop(before_variants, arguments.clients, arguments.seconds))
+        )
     ceiling, before = median_turn(ceilings), median_turn(befores)
-    half = await over_http(seconds=arguments.seconds, rate=http.rate / 2)
+    half = await serving_phase(over_http(seconds=arguments.seconds, rate=http.rate / 2))
     floor = await paced_loop(
         insert_and_commit, arguments.clients, arguments.seconds, rate=http.rate / 2
     )
@@ -275,45 +304,111 @@ def report(title: str, found: dict[str, Figures]) -> None:
     )
 
 
-async def stocked_database(server: str, name: str, missions: int, variants: int) -> tuple[str, str]:
-    """A scratch database `name`, migrated, with `missions` approved missions of `variants` bugs
-    each, each bug with its identity rendering, whose stock never runs out (every serve is a new
-    user on one of them, its least-served bug); its URL, and a candidate_app key."""
+async def scratch_database(server: str, name: str) -> tuple[str, str]:
+    """A scratch database `name`, migrated; its URL, and a candidate_app key."""
     database_url = await fresh_database(server, name)
-    pool = await create_pool(database_url)
-    async with pool.acquire() as connection:
+    connection = await asyncpg.connect(database_url)
+    try:
         await migrate.apply(connection)
         key = await create_key(connection, "candidate_app", "bench")
-    await pool.execute(
-        """INSERT INTO missions (domain, kind, language, title, brief, gold_files, test_files,
-               sabotaged_files, bug_summary, proof, provider, qa_status, max_serves, content_hash)
-           SELECT 'python-backend', 'technical', 'python', 'stock ' || n, 'Fix it.',
-                  '{"a.py": "x = 1"}', '{"test_a.py": "def test(): pass"}', '{"a.py": "x = 2"}',
-                  'the bug', '{}', 'bench', 'approved', 100000000, sha256(('stock-' || n)::bytea)
-           FROM generate_series(1, $1::int) n""",
-        missions,
-    )
-    await pool.execute(
-        """WITH variant AS (
-               INSERT INTO mission_variants (mission_id, sabotaged_files, bug_summary, proof,
-                      provider, max_serves, rendered_serves, content_hash)
-               SELECT m.id, jsonb_build_object('a.py', 'x = ' || b), 'bug ' || b, '{}', 'bench',
-                      100000000, 100000000, sha256(('bug-' || b)::bytea)
-               FROM missions m CROSS JOIN generate_series(1, $1::int) b
-               RETURNING id, mission_id, sabotaged_files, max_serves
-           )
-           INSERT INTO mission_renderings (variant_id, mission_id, files, gold_files, test_files,
-                  hidden_test_files, renderer, proof, status, max_serves)
-           SELECT v.id, m.id, v.sabotaged_files || m.test_files, m.gold_files, m.test_files,
-                  '{}', 'identity', '{}', 'ready', v.max_serves
-           FROM variant v JOIN missions m ON m.id = v.mission_id""",
-        variants,
-    )
-    # Analysed, as autovacuum keeps a pool in service: a serve's plan, made once per session,
-    # is then made from the stock's real sizes, not from an empty table's guesses.
-    await pool.execute("VACUUM ANALYZE missions, mission_variants, mission_renderings")
-    await pool.close()
+    finally:
+        await connection.close()
     return database_url, key
+
+
+async def restock(database_url: str, serves: int) -> None:
+    """Retire every mission a phase before left live, and store missions enough for `serves`
+    serves, waiting for review: each a technical mission of MISSION_SERVES serves, its bugs
+    each served to BUG_SHARE candidates, each from a rendering of its own (files of its own),
+    as rendering jobs store them."""
+    connection = await asyncpg.connect(database_url)
+    try:
+        await connection.execute(
+            """UPDATE missions SET retired_at = now(), retire_reason = 'the phase ended'
+               WHERE retired_at IS NULL"""
+        )
+        await connection.execute(
+            """INSERT INTO missions (domain, kind, language, title, brief, gold_files, test_files,
+                   sabotaged_files, bug_summary, proof, provider, qa_status, max_serves,
+                   content_hash)
+               SELECT 'python-backend', 'technical', 'python', 'stock ' || n, 'Fix it.',
+                      '{"a.py": "x = 1"}', '{"test_a.py": "def test(): pass"}',
+                      '{"a.py": "x = 2"}', 'the bug', '{}', 'bench', 'awaiting_review', $2,
+                      sha256(gen_random_uuid()::text::bytea)
+               FROM generate_series(1, $1::int) n""",
+            -(-serves // MISSION_SERVES),
+            MISSION_SERVES,
+        )
+        await connection.execute(
+            """WITH variant AS (
+                   INSERT INTO mission_variants (mission_id, sabotaged_files, bug_summary, proof,
+                          provider, max_serves, rendered_serves, content_hash)
+                   SELECT m.id, jsonb_build_object('a.py', 'x = ' || b), 'bug ' || b, '{}',
+                          'bench', $1, $1, sha256(('bug-' || b)::bytea)
+                   FROM missions m CROSS JOIN generate_series(1, $2::int) b
+                   WHERE m.qa_status = 'awaiting_review' AND m.retired_at IS NULL
+                   RETURNING id, mission_id, sabotaged_files
+               )
+               INSERT INTO mission_renderings (variant_id, mission_id, number, files, gold_files,
+                      test_files, hidden_test_files, renderer, proof, status, max_serves)
+               SELECT v.id, v.mission_id, v.id * $1 + r,
+                      jsonb_build_object('a.py', 'x_' || r || ' = ' || (v.sabotaged_files->>'a.py'),
+                                         'test_a.py', 'def test_' || r || '(): pass'),
+                      jsonb_build_object('a.py', 'x_' || r || ' = 1'),
+                      jsonb_build_object('test_a.py', 'def test_' || r || '(): pass'),
+                      '{}', 'renamed', '{}', 'ready', 1
+               FROM variant v CROSS JOIN generate_series(1, $1) r""",
+            BUG_SHARE,
+            MISSION_SERVES // BUG_SHARE,
+        )
+        # As autovacuum keeps a pool in service: a serve's plan, made once per session, is
+        # then made from the stock's real sizes.
+        await connection.execute("VACUUM ANALYZE missions, mission_variants, mission_renderings")
+    finally:
+        await connection.close()
+
+
+@contextmanager
+def reviewing(database_url: str) -> Iterator[None]:
+    """A reviewer approving stock as it is served: LIVE_MISSIONS more missions whenever fewer
+    than that are left to serve, as the replenisher and QA keep a pool, so that a serve looks
+    among as many missions as a pool holds and not among all the stock the phase needs. In a
+    thread of its own: a phase's clients keep this process's event loop busy."""
+    stop, started = threading.Event(), threading.Event()
+
+    async def approve() -> None:
+        connection = await asyncpg.connect(database_url)
+        try:
+            while not stop.is_set():
+                await connection.execute(APPROVE, LIVE_MISSIONS)
+                started.set()
+                await asyncio.sleep(0.01)
+        finally:
+            await connection.close()
+
+    reviewer = threading.Thread(target=asyncio.run, args=(approve(),))
+    reviewer.start()
+    try:
+        started.wait()
+        yield
+    finally:
+        stop.set()
+        reviewer.join()
+
+
+async def stock_lasted(database_url: str) -> bool:
+    """Whether the phase left stock unserved, and no serve found none (it ordered a job)."""
+    connection = await asyncpg.connect(database_url)
+    try:
+        return bool(
+            await connection.fetchval(
+                """SELECT EXISTS (SELECT 1 FROM missions
+                                  WHERE qa_status = 'awaiting_review' AND retired_at IS NULL)
+                      AND NOT EXISTS (SELECT 1 FROM generation_jobs)"""
+            )
+        )
+    finally:
+        await connection.close()
 
 
 def serving_server(database_url: str) -> AbstractContextManager[str]:
@@ -324,9 +419,7 @@ def serving_server(database_url: str) -> AbstractContextManager[str]:
 
 
 async def main(arguments: argparse.Namespace) -> None:
-    database_url, key = await stocked_database(
-        arguments.database_url, "bench_serve", arguments.missions, arguments.variants
-    )
+    database_url, key = await scratch_database(arguments.database_url, "bench_serve")
     with serving_server(database_url) as url:
         empty = await measure(url, database_url, key, arguments)
         report("empty history", empty)
@@ -336,7 +429,22 @@ async def main(arguments: argparse.Namespace) -> None:
     for name in ("http", "ceiling"):
         change = loaded[name].rate / empty[name].rate - 1
         print(f"{name}: rate at a million rows {change:+.0%} of empty (goal within 20 %)")
+    most = await served_most(database_url)
+    print(
+        f"most serves of one bug {most['bug']} (bug_share {BUG_SHARE}), of one rendering {most['rendering']}"
+    )
     print(f"({os.cpu_count()} cores; the server, Postgres and this client share them)")
+
+
+async def served_most(database_url: str) -> asyncpg.Record:
+    connection = await asyncpg.connect(database_url)
+    try:
+        return await connection.fetchrow(
+            """SELECT (SELECT max(serve_count) FROM mission_variants) AS bug,
+                      (SELECT max(serve_count) FROM mission_renderings) AS rendering"""
+        )
+    finally:
+        await connection.close()
 
 
 if __name__ == "__main__":
@@ -346,6 +454,10 @@ if __name__ == "__main__":
         "--turns", type=int, default=5, help="turns of the ceiling and the serve before variants"
     )
     parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--missions", type=int, default=40, help="approved missions to serve from")
-    parser.add_argument("--variants", type=int, default=20, help="bugs of each mission")
+    parser.add_argument(
+        "--stock-rate",
+        type=float,
+        default=3000,
+        help="serves a second that each phase's stock must last (more than the peak rate)",
+    )
     asyncio.run(main(parser.parse_args()))
