@@ -23,9 +23,9 @@ from generation.renderings import (
     sql,
 )
 from generation.renderings.naming import Plan, candidates
+from tests.support.rendered_pool import DOMAINS
 
 CODE_MISSIONS = [mission for mission in catalog.load() if mission.language != "none"]
-DOMAINS = {"python": "python-backend", "javascript": "javascript-frontend", "sql": "sql-data"}
 LANGUAGES = {"python": python, "javascript": javascript, "sql": sql}
 WORDS = {"price": ("cost", "rate"), "line": ("row",), "entry": ("item",)}
 

@@ -22,9 +22,9 @@ from qa.policy import judge_sabotage
 from qa.proof import Prover
 from qa.results import ProofRun
 from tests.support.proving import require
+from tests.support.rendered_pool import DOMAINS
 
 CODE_MISSIONS = [mission for mission in catalog.load() if mission.language != "none"]
-DOMAINS = {"python": "python-backend", "javascript": "javascript-frontend", "sql": "sql-data"}
 EXAMPLES_PER_MISSION = 5
 
 _variants: dict[str, tuple[Renderer, ProofRun, ProofRun]] = {}
