@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -43,3 +45,13 @@ def proof_folder() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="warmpool-bench-"))
     folder.chmod(0o755)
     return folder
+
+
+@asynccontextmanager
+async def connected(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection of its own, outside any pool (and its statement time limit)."""
+    connection = await asyncpg.connect(database_url)
+    try:
+        yield connection
+    finally:
+        await connection.close()

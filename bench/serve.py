@@ -47,7 +47,7 @@ from functools import partial
 import asyncpg
 
 from bench.http_load import Figures, figures, wrk
-from bench.scratch import database_parser, fresh_database
+from bench.scratch import connected, database_parser, fresh_database
 from core.domains import load
 from pool import serving
 from server import migrate
@@ -311,12 +311,9 @@ def report(title: str, found: dict[str, Figures]) -> None:
 async def scratch_database(server: str, name: str) -> tuple[str, str]:
     """A scratch database `name`, migrated; its URL, and a candidate_app key."""
     database_url = await fresh_database(server, name)
-    connection = await asyncpg.connect(database_url)
-    try:
+    async with connected(database_url) as connection:
         await migrate.apply(connection)
         key = await create_key(connection, "candidate_app", "bench")
-    finally:
-        await connection.close()
     return database_url, key
 
 
@@ -325,8 +322,7 @@ async def restock(database_url: str, serves: int) -> None:
     serves, waiting for review: each a technical mission of MISSION_SERVES serves, its bugs
     each served to BUG_SHARE candidates, each from a rendering of its own (files of its own),
     as rendering jobs store them."""
-    connection = await asyncpg.connect(database_url)
-    try:
+    async with connected(database_url) as connection:
         # The stock left unreviewed is rejected: the reviewer's partial index then holds only
         # this phase's, and an approval takes a millisecond however many phases ran before.
         await connection.execute(
@@ -373,8 +369,6 @@ async def restock(database_url: str, serves: int) -> None:
         # As autovacuum keeps a pool in service: a serve's plan, made once per session, is
         # then made from the stock's real sizes.
         await connection.execute("VACUUM ANALYZE missions, mission_variants, mission_renderings")
-    finally:
-        await connection.close()
 
 
 @contextmanager
@@ -386,14 +380,11 @@ def reviewing(database_url: str) -> Iterator[None]:
     stop, started = threading.Event(), threading.Event()
 
     async def approve() -> None:
-        connection = await asyncpg.connect(database_url)
-        try:
+        async with connected(database_url) as connection:
             while not stop.is_set():
                 await connection.execute(APPROVE, LIVE_MISSIONS, MISSION_SERVES)
                 started.set()
                 await asyncio.sleep(0.005)
-        finally:
-            await connection.close()
 
     reviewer = threading.Thread(target=asyncio.run, args=(approve(),))
     reviewer.start()
@@ -407,8 +398,7 @@ def reviewing(database_url: str) -> Iterator[None]:
 
 async def stock_lasted(database_url: str) -> bool:
     """Whether the phase left stock unserved, and no serve found none (it ordered a job)."""
-    connection = await asyncpg.connect(database_url)
-    try:
+    async with connected(database_url) as connection:
         return bool(
             await connection.fetchval(
                 """SELECT EXISTS (SELECT 1 FROM missions
@@ -416,8 +406,6 @@ async def stock_lasted(database_url: str) -> bool:
                       AND NOT EXISTS (SELECT 1 FROM generation_jobs)"""
             )
         )
-    finally:
-        await connection.close()
 
 
 def serving_server(database_url: str) -> AbstractContextManager[str]:
@@ -446,14 +434,12 @@ async def main(arguments: argparse.Namespace) -> None:
 
 
 async def served_most(database_url: str) -> asyncpg.Record:
-    connection = await asyncpg.connect(database_url)
-    try:
-        return await connection.fetchrow(
+    async with connected(database_url) as connection:
+        row: asyncpg.Record = await connection.fetchrow(
             """SELECT (SELECT max(serve_count) FROM mission_variants) AS bug,
                       (SELECT max(serve_count) FROM mission_renderings) AS rendering"""
         )
-    finally:
-        await connection.close()
+    return row
 
 
 if __name__ == "__main__":
