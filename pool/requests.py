@@ -1,7 +1,7 @@
 """What a candidate app asks for a user: a mission instance served from stock, else the
 interactive generation under way for them, else a new one enqueued; or a generation outright.
 Each request runs in one transaction under its idempotency key, so a retry returns the first
-answer and makes nothing new.
+answer and makes nothing new; a serve without a key is one statement, its own transaction.
 
 A user's generation goes only to a domain of the track that some live worker can make (the
 least stocked of those); when no worker can make any, the request is refused with each
@@ -69,11 +69,9 @@ async def serve_or_enqueue(
     metrics: QueueMetrics | None = None,
 ) -> Answer:
     """A worker is live while its heartbeat is younger than `heartbeat_timeout`."""
-    served: serving.Instance | None = None
 
-    async def create(connection: Connection) -> idempotency.Remembered:
-        nonlocal served
-        served = await serving.serve(
+    async def serve(connection: Connection) -> serving.Instance | None:
+        return await serving.serve(
             connection,
             user_id=request.user_id,
             track=request.track,
@@ -81,18 +79,36 @@ async def serve_or_enqueue(
             cohort=request.cohort,
             created_by=request.key_id,
         )
-        if served is not None:
-            return idempotency.Remembered(job_id=None, instance_id=served.id)
+
+    async def job(connection: Connection) -> idempotency.Remembered:
         # No stock (or none within the cohort's share): a user who asks again while their
         # generation is under way gets that job, whatever the request's key: a click more
-        # never pays for a second generation. (With stock the serve above answers at once and
+        # never pays for a second generation. (With stock the serve answers at once and
         # costs nothing, and it never reads the jobs table, so serving never waits on the queue.)
         job_id = await admission.active_interactive_job(connection, request.user_id, request.track)
         if job_id is None:
             job_id = await _enqueue(connection, request, limits, heartbeat_timeout, metrics)
         return idempotency.Remembered(job_id=job_id, instance_id=None)
 
-    return await _answered(db, request, create, made_now=lambda: served)
+    async with db.acquire() as connection:
+        if request.idempotency_key is None:
+            # No key to remember beside it: the serve's statement is a transaction of its own,
+            # one round trip where BEGIN and COMMIT around it made three.
+            served = await serve(connection)
+            if served is not None:
+                return Answer(served, None, True)
+            return await _answered(connection, request, job)
+
+        served = None
+
+        async def serve_else_job(connection: Connection) -> idempotency.Remembered:
+            nonlocal served
+            served = await serve(connection)
+            if served is not None:
+                return idempotency.Remembered(job_id=None, instance_id=served.id)
+            return await job(connection)
+
+        return await _answered(connection, request, serve_else_job, made_now=lambda: served)
 
 
 async def enqueue_for_user(
@@ -107,30 +123,30 @@ async def enqueue_for_user(
         job_id = await _enqueue(connection, request, limits, heartbeat_timeout, metrics)
         return idempotency.Remembered(job_id=job_id, instance_id=None)
 
-    return await _answered(db, request, create)
+    async with db.acquire() as connection:
+        return await _answered(connection, request, create)
 
 
 async def _answered(
-    db: asyncpg.Pool,
+    connection: Connection,
     request: UserRequest,
     create: Callable[[Connection], Awaitable[idempotency.Remembered]],
     made_now: Callable[[], serving.Instance | None] = lambda: None,
 ) -> Answer:
     """`create` in a transaction under the request's idempotency key, then the answer; an
     instance `create` made is answered as `made_now` has it, without reading it again."""
-    async with db.acquire() as connection:
-        async with connection.transaction():
-            made, first = await idempotency.once(
-                connection,
-                request.caller,
-                request.idempotency_key,
-                request.fingerprint,
-                lambda: create(connection),
-            )
-        instance = made_now() if first else None
-        if instance is not None:
-            return Answer(instance, None, first)
-        return await _answer(connection, made, first)
+    async with connection.transaction():
+        made, first = await idempotency.once(
+            connection,
+            request.caller,
+            request.idempotency_key,
+            request.fingerprint,
+            lambda: create(connection),
+        )
+    instance = made_now() if first else None
+    if instance is not None:
+        return Answer(instance, None, first)
+    return await _answer(connection, made, first)
 
 
 async def _enqueue(

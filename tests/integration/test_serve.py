@@ -14,6 +14,7 @@ from generation.admission import RETRY_AFTER_SECONDS
 from pool import requests, serving
 from pool.guard import allowed_domains
 from server.auth import Role
+from server.database import create_pool
 from server.routes.common import UserTrack
 from server.settings import Settings
 from tests.support.http import assert_problem, bearer
@@ -246,8 +247,8 @@ async def test_a_serve_with_the_queue_at_its_depth_limit_is_503_and_creates_noth
     assert await what_a_serve_leaves(pool) == before
 
 
-def user_request(key: str, key_id: int = 1) -> requests.UserRequest:
-    """What POST /v1/serve asks for ada under the Idempotency-Key `key`."""
+def user_request(key: str | None, key_id: int = 1) -> requests.UserRequest:
+    """What POST /v1/serve asks for ada under the Idempotency-Key `key` (None: without one)."""
     body = UserTrack(user_id=BACKEND["user_id"], track=BACKEND["track"])
     return requests.UserRequest(
         user_id=body.user_id,
@@ -258,6 +259,44 @@ def user_request(key: str, key_id: int = 1) -> requests.UserRequest:
         idempotency_key=key,
         fingerprint=idempotency.fingerprint("POST /v1/serve", body),
     )
+
+
+async def test_a_serve_without_a_key_is_one_statement_and_with_one_a_transaction(
+    database_url: str, pool: asyncpg.Pool
+) -> None:
+    for _ in range(3):
+        await add_mission(pool, "python-backend")
+    sent: list[str] = []
+
+    class Logged(asyncpg.Connection):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.add_query_logger(lambda record: sent.append(record.query))
+
+    logged = await create_pool(database_url, max_size=1, connection_class=Logged)
+
+    async def serve_ada(key: str | None) -> requests.Answer:
+        return await requests.serve_or_enqueue(
+            logged, user_request(key), limits=LIMITS, heartbeat_timeout=HEARTBEAT_TIMEOUT
+        )
+
+    try:
+        # The first serve on the connection also reads the types of the statement's answer.
+        assert (await serve_ada(None)).instance is not None
+        sent.clear()
+        assert (await serve_ada(None)).instance is not None
+        assert sent == [serving.queries["pool_serve_round"]], "no BEGIN, no COMMIT"
+        sent.clear()
+        assert (await serve_ada("keyed")).instance is not None
+        assert sent == [
+            "BEGIN;",
+            idempotency.queries["idempotency_claim"],
+            serving.queries["pool_serve_round"],
+            idempotency.queries["idempotency_remember"],
+            "COMMIT;",
+        ], "the key claimed and remembered in the serve's transaction"
+    finally:
+        await logged.close()
 
 
 async def test_a_user_who_asks_again_meanwhile_gets_the_job_under_way(
