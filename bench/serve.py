@@ -1,4 +1,4 @@
-"""Serve benchmark: POST /v1/serve over HTTP beside the same transaction straight through
+"""Serve benchmark: POST /v1/serve over HTTP beside the route's serve called straight through
 asyncpg (the ceiling) and beside the serve as it was before variants, on empty history and on a
 million historical instances; and its p99 at half the peak rate beside that of a bare INSERT
 and COMMIT at the same rate on the same Postgres (the floor the commit's flush sets).
@@ -8,20 +8,20 @@ and COMMIT at the same rate on the same Postgres (the floor the commit's flush s
 For each table state it prints: serves per second and p50/p99 latency over HTTP at
 `--clients` concurrent clients (wrk, from Debian's `wrk` package, on keep-alive connections to
 one `warmpool serve --no-worker` process: a load generator that costs the 2 cores little),
-the same for the serve transaction run through asyncpg with as many connections,
-their ratio, the serve statement of before variants (one mission, its count, the instance)
-through asyncpg the same way (the two in `--turns` turns, each figure its median turn's), and
-p50/p99 over HTTP at half the measured peak rate (each
-connection pausing at random between its requests), with a one-row INSERT and its COMMIT
-through asyncpg at that same rate. Then it loads 1,000,000 historical instances and 100,000
-retired missions and measures again. Every serving phase has stock of its own, enough for
-`--stock-rate` serves a second: technical missions of 100 serves, their 20 bugs each served to 5
-candidates (bug_share), each serve from a rendering of its own, served once; a reviewer
-approves 40 missions at a time as the serves use them up (40 to 80 missions approved at once),
-so that a serve chooses among as many missions as a pool holds. A phase whose stock ran out stops the benchmark. Goals: HTTP at least
-half the ceiling; the ceiling at least 90 % of the serve before variants; p99 at half the peak
-rate under 25 ms or within 2x the floor's; within 20 % of the empty-table figures at a million
-rows.
+the same for the route's serve called as its handler calls it, with as many connections,
+their ratio, the serve of before variants (one mission, its count, the instance, in a
+transaction as then) through asyncpg the same way (the two in `--turns` turns, each figure its
+median turn's), and p50/p99 over HTTP at half the measured peak rate (each connection pausing
+at random between its requests), with a one-row INSERT and its COMMIT through asyncpg at that
+same rate. Then it loads 1,000,000 historical instances and 100,000 retired missions and
+measures again. Every serving phase has stock of its own, enough for `--stock-rate` serves a
+second: technical missions of 100 serves, their 20 bugs each served to 5 candidates
+(bug_share), each serve from a rendering of its own, served once; a reviewer approves 40
+missions at a time as the serves use them up (40 to 80 missions approved at once), so that a
+serve chooses among as many missions as a pool holds. A phase whose stock ran out stops the
+benchmark. Goals: HTTP at least half the ceiling; the ceiling at least 90 % of the serve
+before variants; p99 at half the peak rate under 25 ms or within 2x the floor's; within 20 %
+of the empty-table figures at a million rows.
 """
 
 from __future__ import annotations
@@ -48,11 +48,15 @@ import asyncpg
 
 from bench.http_load import Figures, figures, wrk
 from bench.scratch import connected, database_parser, fresh_database
+from core import idempotency
 from core.domains import load
-from pool import serving
+from pool import requests, serving
 from server import migrate
 from server.auth import create_key
 from server.database import create_pool
+from server.routes.common import ServeBody
+from server.services import queue_limits
+from server.settings import Settings
 from tests.support.server import running_server
 
 TRACK = "backend-engineer"
@@ -242,12 +246,29 @@ async def measure(
     domains = load(ROOT / "domain_map.yaml").domains_for(TRACK)
     pool = await create_pool(database_url, max_size=arguments.clients)
 
+    settings = Settings()
+    key_id = await pool.fetchval("SELECT id FROM api_keys")  # the scratch database's one key
+
     async def through_asyncpg() -> None:
-        async with pool.acquire() as connection, connection.transaction():
-            instance = await serving.serve(
-                connection, user_id=f"u{next(_users)}", track=TRACK, domains=domains
-            )
-            assert instance is not None, "nothing to serve: the stock ran out"
+        """The route's own serve, as its handler calls it (without a key, as wrk sends)."""
+        user = f"u{next(_users)}"
+        answer = await requests.serve_or_enqueue(
+            pool,
+            requests.UserRequest(
+                user_id=user,
+                track=TRACK,
+                domains=domains,
+                key_id=key_id,
+                caller=f"key:{key_id}",
+                idempotency_key=None,
+                fingerprint=idempotency.fingerprint(
+                    "POST /v1/serve", ServeBody(user_id=user, track=TRACK)
+                ),
+            ),
+            limits=queue_limits(settings),
+            heartbeat_timeout=settings.heartbeat_timeout,
+        )
+        assert answer.instance is not None, "nothing to serve: the stock ran out"
 
     async def before_variants() -> None:
         async with pool.acquire() as connection, connection.transaction():
