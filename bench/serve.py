@@ -35,6 +35,7 @@ sys.path[0] = str(ROOT)
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import random
 import tempfile
@@ -50,6 +51,7 @@ from bench.http_load import Figures, figures, wrk
 from bench.scratch import connected, database_parser, fresh_database
 from core import idempotency
 from core.domains import load
+from generation.offline import catalog
 from pool import requests, serving
 from server import migrate
 from server.auth import create_key
@@ -78,6 +80,7 @@ AND (SELECT coalesce(sum(max_serves - serve_count), 0) FROM missions
      WHERE qa_status = 'approved' AND retired_at IS NULL) < $1 * $2 / 10
 """
 _users = itertools.count()
+CATALOG = [mission for mission in catalog.load() if mission.language == "python"]
 # The serve before variants (pool/queries.sql and pool/serving.py before 379b1c7), on today's
 # schema: the least-served mission the user does not have, its count, and the instance from its
 # files, returned whole and made into the Instance the route answers with, as then (variant 0,
@@ -342,7 +345,8 @@ async def restock(database_url: str, serves: int) -> None:
     """Retire every mission a phase before left live, and store missions enough for `serves`
     serves, waiting for review: each a technical mission of MISSION_SERVES serves, its bugs
     each served to BUG_SHARE candidates, each from a rendering of its own (files of its own),
-    as rendering jobs store them."""
+    as rendering jobs store them. Their files are the offline catalog's Python missions', as
+    large as the missions a model writes."""
     async with connected(database_url) as connection:
         # The stock left unreviewed is rejected: the reviewer's partial index then holds only
         # this phase's, and an approval takes a millisecond however many phases ran before.
@@ -353,23 +357,39 @@ async def restock(database_url: str, serves: int) -> None:
             """UPDATE missions SET retired_at = now(), retire_reason = 'the phase ended'
                WHERE retired_at IS NULL"""
         )
+        # A file of the catalog's with a line added: a bug, or a rendering, of the same size.
+        await connection.execute(
+            """CREATE OR REPLACE FUNCTION pg_temp.marked(files jsonb, mark text) RETURNS jsonb
+               LANGUAGE sql AS $$
+                   SELECT files || jsonb_build_object(first.name,
+                                                      (files->>first.name) || E'\\n# ' || mark)
+                   FROM (SELECT min(name) AS name FROM jsonb_object_keys(files) name) first
+               $$"""
+        )
         await connection.execute(
             """INSERT INTO missions (domain, kind, language, title, brief, gold_files, test_files,
-                   sabotaged_files, bug_summary, proof, provider, qa_status, max_serves,
-                   content_hash)
+                   hidden_test_files, sabotaged_files, bug_summary, proof, provider, qa_status,
+                   max_serves, content_hash)
                SELECT 'python-backend', 'technical', 'python', 'stock ' || n, 'Fix it.',
-                      '{"a.py": "x = 1"}', '{"test_a.py": "def test(): pass"}',
-                      '{"a.py": "x = 2"}', 'the bug', '{}', 'bench', 'awaiting_review', $2,
+                      gold::jsonb, tests::jsonb, hidden::jsonb, pg_temp.marked(gold::jsonb, 'bug'),
+                      'the bug', '{}', 'bench', 'awaiting_review', $2,
                       sha256(gen_random_uuid()::text::bytea)
-               FROM generate_series(1, $1::int) n""",
+               FROM generate_series(1, $1::int) n,
+                    LATERAL (SELECT ($3::text[])[1 + n % cardinality($3)] AS gold,
+                                    ($4::text[])[1 + n % cardinality($3)] AS tests,
+                                    ($5::text[])[1 + n % cardinality($3)] AS hidden) catalog""",
             -(-serves // MISSION_SERVES),
             MISSION_SERVES,
+            *(
+                [json.dumps(getattr(mission, files)) for mission in CATALOG]
+                for files in ("gold_files", "test_files", "hidden_test_files")
+            ),
         )
         await connection.execute(
             """WITH variant AS (
                    INSERT INTO mission_variants (mission_id, sabotaged_files, bug_summary, proof,
                           provider, max_serves, rendered_serves, content_hash)
-                   SELECT m.id, jsonb_build_object('a.py', 'x = ' || b), 'bug ' || b, '{}',
+                   SELECT m.id, pg_temp.marked(m.gold_files, 'bug ' || b), 'bug ' || b, '{}',
                           'bench', $1, $1, sha256(('bug-' || b)::bytea)
                    FROM missions m CROSS JOIN generate_series(1, $2::int) b
                    WHERE m.qa_status = 'awaiting_review' AND m.retired_at IS NULL
@@ -378,12 +398,11 @@ async def restock(database_url: str, serves: int) -> None:
                INSERT INTO mission_renderings (variant_id, mission_id, number, files, gold_files,
                       test_files, hidden_test_files, renderer, proof, status, max_serves)
                SELECT v.id, v.mission_id, v.id * $1 + r,
-                      jsonb_build_object('a.py', 'x_' || r || ' = ' || (v.sabotaged_files->>'a.py'),
-                                         'test_a.py', 'def test_' || r || '(): pass'),
-                      jsonb_build_object('a.py', 'x_' || r || ' = 1'),
-                      jsonb_build_object('test_a.py', 'def test_' || r || '(): pass'),
-                      '{}', 'renamed', '{}', 'ready', 1
-               FROM variant v CROSS JOIN generate_series(1, $1) r""",
+                      pg_temp.marked(v.sabotaged_files, 'rendering ' || r) || m.test_files,
+                      pg_temp.marked(m.gold_files, 'rendering ' || r), m.test_files,
+                      m.hidden_test_files, 'renamed', '{}', 'ready', 1
+               FROM variant v JOIN missions m ON m.id = v.mission_id
+               CROSS JOIN generate_series(1, $1) r""",
             BUG_SHARE,
             MISSION_SERVES // BUG_SHARE,
         )
