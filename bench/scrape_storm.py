@@ -2,13 +2,14 @@
 instances and 1,000,000 ledger rows.
 
     python bench/scrape_storm.py [--seconds 6] [--clients 32] [--scrapers 64] [--rounds 10]
-                                 [--missions 40] [--variants 20]
+                                 [--stock-rate 3000]
                                  [--database-url postgresql://...]
 
 It loads bench/serve.py's history (1,000,000 instances of 100,000 retired missions) and
 1,000,000 ledger rows of the last 30 days into a scratch database, starts one
 `warmpool serve --no-worker` with its default settings (an open /metrics), and measures the peak
-serve rate at `--clients` (wrk, as bench/serve.py). Then it measures `--rounds` rounds of two
+serve rate at `--clients` (wrk, as bench/serve.py). Each phase serves from stock of its own, as
+bench/serve.py's do, enough for `--stock-rate` serves a second. Then it measures `--rounds` rounds of two
 phases, quiet and in a storm of `--scrapers` unauthenticated scrapers (a second wrk, each
 connection asking again as soon as it is answered), in turn first: in each, the serves per
 second at `--clients` clients and the serves' p50/p99 at half that peak rate (requests on a
@@ -30,6 +31,7 @@ import asyncio
 import os
 import statistics
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from functools import partial
 
@@ -37,7 +39,7 @@ import asyncpg
 
 from bench.http_load import Figures, wrk, wrk_get
 from bench.scratch import database_parser
-from bench.serve import TRACK, load_history, serving_server, stocked_database
+from bench.serve import TRACK, load_history, scratch_database, serving_server, stock_for
 from server.metrics import SCRAPE_SPACING_SECONDS
 
 LEDGER_ROWS = 1_000_000
@@ -107,9 +109,7 @@ def report(found: Phase, name: str, clients: int) -> None:
 
 
 async def main(arguments: argparse.Namespace) -> None:
-    database_url, key = await stocked_database(
-        arguments.database_url, "bench_scrape_storm", arguments.missions, arguments.variants
-    )
+    database_url, key = await scratch_database(arguments.database_url, "bench_scrape_storm")
     await load_history(database_url)
     await load_ledger(database_url)
     with serving_server(database_url) as url:
@@ -122,11 +122,25 @@ async def main(arguments: argparse.Namespace) -> None:
             clients=arguments.clients,
             seconds=arguments.seconds,
         )
-        peak = await serves()
+
+        def stocked() -> AbstractAsyncContextManager[None]:
+            """Stock for a phase: its serves at the peak, then at half rate."""
+            return stock_for(database_url, round(2 * arguments.stock_rate * arguments.seconds))
+
+        async with stocked():
+            peak = await serves()
         print(peak.line(f"peak, {arguments.clients} clients (sets the half rate)"))
-        measure = partial(
-            phase, serves, peak.rate / 2, scrapers=arguments.scrapers, seconds=arguments.seconds
-        )
+
+        async def measure(storm: str | None) -> Phase:
+            async with stocked():
+                return await phase(
+                    serves,
+                    peak.rate / 2,
+                    storm,
+                    scrapers=arguments.scrapers,
+                    seconds=arguments.seconds,
+                )
+
         rounds: list[dict[str, Phase]] = []
         for number in range(arguments.rounds):
             # Each first in turn, so that what the machine does meanwhile weighs on both alike.
@@ -158,6 +172,10 @@ if __name__ == "__main__":
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--scrapers", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--missions", type=int, default=40, help="approved missions to serve from")
-    parser.add_argument("--variants", type=int, default=20, help="bugs of each mission")
+    parser.add_argument(
+        "--stock-rate",
+        type=float,
+        default=3000,
+        help="serves a second that each phase's stock must last (more than the peak rate)",
+    )
     asyncio.run(main(parser.parse_args()))

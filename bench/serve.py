@@ -41,8 +41,8 @@ import random
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from functools import partial
 
 import asyncpg
@@ -153,7 +153,7 @@ async def serve_before_variants(
                     await connection.execute(
                         "SELECT id FROM missions WHERE id = $1 FOR UPDATE", waited_for
                     )
-                row = await connection.fetchrow(PRE_VARIANT_SERVE, names, user, TRACK, waited_for)
+                row: asyncpg.Record = await connection.fetchrow(PRE_VARIANT_SERVE, names, user, TRACK, waited_for)
                 if row is not None:
                     return serving.instance_from_row(row)
                 raise _NothingServed
@@ -282,13 +282,8 @@ async def measure(
             await connection.execute("INSERT INTO bench_floor (payload) VALUES ('x')")
 
     async def serving_phase(run: Awaitable[Figures]) -> Figures:
-        """A phase of serves on stock of its own, which must last it."""
-        await restock(database_url, round(arguments.stock_rate * arguments.seconds))
-        with reviewing(database_url):
-            found = await run
-        if not await stock_lasted(database_url):
-            raise SystemExit("the stock ran out during a phase: raise --stock-rate")
-        return found
+        async with stock_for(database_url, round(arguments.stock_rate * arguments.seconds)):
+            return await run
 
     await pool.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial, payload text)")
     over_http = partial(wrk, url, key, path="/v1/serve", track=TRACK, clients=arguments.clients)
@@ -409,6 +404,16 @@ async def restock(database_url: str, serves: int) -> None:
         # As autovacuum keeps a pool in service: a serve's plan, made once per session, is
         # then made from the stock's real sizes.
         await connection.execute("VACUUM ANALYZE missions, mission_variants, mission_renderings")
+
+
+@asynccontextmanager
+async def stock_for(database_url: str, serves: int) -> AsyncIterator[None]:
+    """Serves on stock of their own, enough for `serves`, which must last them."""
+    await restock(database_url, serves)
+    with reviewing(database_url):
+        yield
+    if not await stock_lasted(database_url):
+        raise SystemExit("the stock ran out during a phase: raise --stock-rate")
 
 
 @contextmanager
