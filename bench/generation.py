@@ -54,7 +54,7 @@ from server import migrate
 from server.database import create_pool
 from tests.support.batches import MODEL, BatchRig, stub_provider
 from tests.support.jobs import LIMITS, enqueue
-from tests.support.openai_stub import COPY_ANSWERS, OpenAIStub, running_stub
+from tests.support.openai_stub import COPY_ANSWERS, Behaviour, OpenAIStub, running_stub
 from tests.support.proving import ensure_toolchain
 
 MINUTE = timedelta(minutes=1)
@@ -179,8 +179,13 @@ async def cost_per_serve(
         await enqueue_mix(pool, arguments.cost_jobs)
         await BatchRig(pool, model, batch_size=arguments.cost_jobs).until_drained(turns=50)
         spent = await pool.fetchval("SELECT sum(cost_usd) FROM llm_calls")
-        missions, serves = await pool.fetchrow("SELECT count(*), sum(max_serves) FROM missions")
-        modes = dict(await pool.fetch("SELECT mode, count(*) FROM llm_calls GROUP BY mode"))
+        made = await pool.fetchrow("SELECT count(*), sum(max_serves) FROM missions")
+        assert made is not None, "an aggregate returns one row"
+        missions, serves = made
+        modes = {
+            row["mode"]: row["count"]
+            for row in await pool.fetch("SELECT mode, count(*) FROM llm_calls GROUP BY mode")
+        }
     finally:
         await model.close()
         await pool.close()
@@ -195,7 +200,8 @@ async def paid_per_call_under_deploy(
     pool = await scratch_pool(arguments, f"bench_deploy_{calls}")
     model = stub_provider(stub, calls=calls, batch="off")
     stub.response_seconds = stub.delay_seconds = 1.0
-    stub.plan(*["slow"] * arguments.deploy_jobs)  # chat completions: answered after the delay
+    slow: Behaviour = "slow"  # chat completions: answered after the delay
+    stub.plan(*itertools.repeat(slow, arguments.deploy_jobs))
     try:
         for _ in range(arguments.deploy_jobs):
             await enqueue(pool, None, domain="marketing-copy")
@@ -220,6 +226,7 @@ async def paid_per_call_under_deploy(
     finally:
         await model.close()
         await pool.close()
+    assert row is not None, "an aggregate returns one row"
     return row["paid"] / row["answered"], row["jobs"]
 
 

@@ -31,7 +31,7 @@ import asyncpg
 import httpx
 
 from bench.scratch import database_parser, fresh_database
-from core.domains import Domain
+from core.domains import Domain, Language
 from generation.offline import catalog
 from qa.missions import MissionProof, store
 from qa.toolchain import locate
@@ -42,7 +42,11 @@ from tests.support.missions import serve_identity_as_often_as_its_variant
 from tests.support.server import running_server
 
 GOALS_S = {"python": 1.5, "javascript": 3.0, "sql": 1.5}
-DOMAINS = {"python": "python-backend", "javascript": "javascript-frontend", "sql": "sql-data"}
+DOMAINS: dict[Language, str] = {
+    "python": "python-backend",
+    "javascript": "javascript-frontend",
+    "sql": "sql-data",
+}
 SLOTS = 2
 DOMAIN_MAP = (
     "tracks:\n"
@@ -104,7 +108,7 @@ async def stocked(server: str) -> tuple[str, str]:
     return database_url, key
 
 
-async def graded(client: httpx.AsyncClient, key: str, language: str, user: str) -> float:
+async def graded(client: httpx.AsyncClient, key: str, language: Language, user: str) -> float:
     """Seconds from the POST of the gold to its verdict (which must be passed)."""
     headers = {"Authorization": f"Bearer {key}"}
     served = await client.post(

@@ -459,9 +459,12 @@ async def main(arguments: argparse.Namespace) -> None:
         f"\nsingle enqueues into a queue already that deep, {arguments.clients} clients"
         f" ({arguments.enqueues} each)\n{'depth':>10} {'warmpool':>10} {'pgqueuer':>10}  {'unit':<7} {'vs pgqueuer':>12}"
     )
-    for depth, ours, theirs in by_depth:
-        print(f"{depth:>10} {ours:>10.1f} {theirs:>10.1f}  {'req/s':<7} {ours / theirs:>11.2f}x")
-    flat = min(ours for _, ours, _ in by_depth) / max(ours for _, ours, _ in by_depth)
+    for depth, our_rate, their_rate in by_depth:
+        print(
+            f"{depth:>10} {our_rate:>10.1f} {their_rate:>10.1f}  {'req/s':<7}"
+            f" {our_rate / their_rate:>11.2f}x"
+        )
+    flat = min(rate for _, rate, _ in by_depth) / max(rate for _, rate, _ in by_depth)
     print(
         f"goals: throughput >= pgqueuer: {'met' if ours_drain >= pgq_drain else 'NOT met'};"
         f" pickup p50 <= pgqueuer: {'met' if ours_p50 <= pgq_p50 else 'NOT met'};"

@@ -35,7 +35,7 @@ from collections import defaultdict
 from typing import NamedTuple
 
 from bench.scratch import database_parser, proof_folder
-from core.domains import SabotagePolicy, load
+from core.domains import Language, SabotagePolicy, load
 from generation.offline import catalog, saboteur
 from generation.offline.catalog import CatalogMission
 from generation.renderings import Renderer, Rendering, Sources
@@ -165,7 +165,7 @@ async def main(arguments: argparse.Namespace) -> None:
         f"rendered: {len(rendered)} proven in {rendered_wall:.1f} s, "
         f"{per_slot:.1f} per minute per slot ({per_slot / baseline_per_slot:.2f}x the baseline)"
     )
-    sandbox: dict[str, list[float]] = defaultdict(list)
+    sandbox: dict[Language, list[float]] = defaultdict(list)
     for (mission, _, _), proof in zip(rendered, rendered_proofs, strict=True):
         sandbox[mission.language].append(proof.gold.duration_s + proof.sabotage.duration_s)
     print("sandbox seconds per served instance (the mission's proof over retire_after serves,")

@@ -51,6 +51,7 @@ from bench.http_load import Figures, figures, wrk
 from bench.scratch import connected, database_parser, fresh_database
 from core import idempotency
 from core.domains import load
+from core.sql import Connection
 from generation.offline import catalog
 from pool import requests, serving
 from server import migrate
@@ -141,9 +142,7 @@ class _NothingServed(Exception):
     """A round that served nothing: its savepoint is rolled back, with any row it locked."""
 
 
-async def serve_before_variants(
-    connection: asyncpg.Connection, names: list[str]
-) -> serving.Instance:
+async def serve_before_variants(connection: Connection, names: list[str]) -> serving.Instance:
     """One serve as it was made before variants, in the caller's transaction."""
     user, waited_for = f"u{next(_users)}", None
     while True:
@@ -153,7 +152,7 @@ async def serve_before_variants(
                     await connection.execute(
                         "SELECT id FROM missions WHERE id = $1 FOR UPDATE", waited_for
                     )
-                row: asyncpg.Record = await connection.fetchrow(PRE_VARIANT_SERVE, names, user, TRACK, waited_for)
+                row = await connection.fetchrow(PRE_VARIANT_SERVE, names, user, TRACK, waited_for)
                 if row is not None:
                     return serving.instance_from_row(row)
                 raise _NothingServed
@@ -480,10 +479,11 @@ async def main(arguments: argparse.Namespace) -> None:
 
 async def served_most(database_url: str) -> asyncpg.Record:
     async with connected(database_url) as connection:
-        row: asyncpg.Record = await connection.fetchrow(
+        row = await connection.fetchrow(
             """SELECT (SELECT max(serve_count) FROM mission_variants) AS bug,
                       (SELECT max(serve_count) FROM mission_renderings) AS rendering"""
         )
+    assert row is not None, "a select without FROM returns one row"
     return row
 
 
