@@ -10,7 +10,7 @@ For each table state it prints: serves per second and p50/p99 latency over HTTP 
 one `warmpool serve --no-worker` process: a load generator that costs the 2 cores little),
 the same for the route's serve called as its handler calls it, with as many connections,
 their ratio, the serve of before variants (one mission, its count, the instance, in a
-transaction as then) through asyncpg the same way (the two in `--turns` turns, each figure its
+transaction as then) through asyncpg the same way (the three in `--turns` turns, each figure its
 median turn's), and p50/p99 over HTTP at half the measured peak rate (each connection pausing
 at random between its requests), with a one-row INSERT and its COMMIT through asyncpg at that
 same rate. Then it loads 1,000,000 historical instances and 100,000 retired missions and
@@ -286,18 +286,18 @@ async def measure(
 
     await pool.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial, payload text)")
     over_http = partial(wrk, url, key, path="/v1/serve", track=TRACK, clients=arguments.clients)
-    http = await serving_phase(over_http(seconds=arguments.seconds))
-    # In turns, each turn both: on these shared cores the machine's own pace drifts by a third
-    # within a minute, and a ratio of two phases a minute apart measures the drift.
-    ceilings, befores = [], []
+    # In turns, each turn all three: on these shared cores the machine's own pace drifts by a
+    # third within a minute, and a ratio of two phases a minute apart measures the drift.
+    https, ceilings, befores = [], [], []
     for _ in range(arguments.turns):
+        https.append(await serving_phase(over_http(seconds=arguments.seconds)))
         ceilings.append(
             await serving_phase(closed_loop(through_asyncpg, arguments.clients, arguments.seconds))
         )
         befores.append(
             await serving_phase(closed_loop(before_variants, arguments.clients, arguments.seconds))
         )
-    ceiling, before = median_turn(ceilings), median_turn(befores)
+    http, ceiling, before = median_turn(https), median_turn(ceilings), median_turn(befores)
     half = await serving_phase(over_http(seconds=arguments.seconds, rate=http.rate / 2))
     floor = await paced_loop(
         insert_and_commit, arguments.clients, arguments.seconds, rate=http.rate / 2
@@ -491,7 +491,10 @@ if __name__ == "__main__":
     parser = database_parser(__doc__)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument(
-        "--turns", type=int, default=5, help="turns of the ceiling and the serve before variants"
+        "--turns",
+        type=int,
+        default=5,
+        help="turns of the serve over HTTP, the ceiling and the serve before variants",
     )
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument(
