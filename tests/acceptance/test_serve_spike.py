@@ -172,6 +172,64 @@ async def test_200_simultaneous_serves_give_exactly_the_stock_then_jobs(
     assert max(spreads) <= 1
 
 
+async def test_two_api_processes_serving_at_once_keep_every_limit(
+    database_url: str, pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    """The 200 serves split between two API processes, and half of each process's with an
+    Idempotency-Key (claim, serve and record in one transaction), half without (the serve's
+    statement alone): every mission served exactly 25 times, every bug 5, no user twice."""
+    missions = [await add_mission(pool, max_serves=25, variants=5, bug_share=5) for _ in range(4)]
+    keys = await create_keys(database_url)
+    with (
+        running_server(database_url, tmp_path) as first,
+        running_server(database_url, tmp_path) as second,
+    ):
+        async with httpx.AsyncClient(
+            timeout=60, limits=httpx.Limits(max_connections=USERS)
+        ) as client:
+            answers = await asyncio.gather(
+                *(
+                    client.post(
+                        f"{(first, second)[index % 2]}/v1/serve",
+                        json={"user_id": f"candidate-{index}", "track": "backend-engineer"},
+                        headers={"Authorization": f"Bearer {keys['candidate_app']}"}
+                        | ({"Idempotency-Key": f"serve-{index}"} if index % 4 < 2 else {}),
+                    )
+                    for index in range(USERS)
+                )
+            )
+
+    statuses = Counter(answer.status_code for answer in answers)
+    assert statuses == {200: 100, 202: 100}, statuses
+    served = [answer.json()["instance"] for answer in answers if answer.status_code == 200]
+    assert Counter(instance["mission_id"] for instance in served) == {
+        str(mission): 25 for mission in missions
+    }
+    assert sorted(Counter(instance["variant_id"] for instance in served).values()) == [5] * 20
+    rows = await pool.fetch(
+        """SELECT v.serve_count, count(i.id) AS instances FROM mission_variants v
+           LEFT JOIN mission_instances i ON i.variant_id = v.id
+           WHERE v.mission_id = ANY($1) GROUP BY v.id""",
+        missions,
+    )
+    assert {(row["serve_count"], row["instances"]) for row in rows} == {(5, 5)}
+    assert (
+        await pool.fetchval("SELECT count(DISTINCT (mission_id, user_id)) FROM mission_instances")
+        == 100
+    )
+    keyed = Counter(answer.status_code for index, answer in enumerate(answers) if index % 4 < 2)
+    recorded = await pool.fetchrow(
+        """SELECT count(*) FILTER (WHERE instance_id IS NOT NULL) AS instances,
+                  count(*) FILTER (WHERE job_id IS NOT NULL) AS jobs
+           FROM idempotency_keys"""
+    )
+    assert recorded is not None, "an aggregate returns one row"
+    print(f"with a key: {dict(keyed)}; without: {dict(statuses - keyed)}")
+    assert (recorded["instances"], recorded["jobs"]) == (keyed[200], keyed[202]), (
+        "each keyed serve's key records what it made, and only those"
+    )
+
+
 async def test_with_jitter_200_simultaneous_serves_give_exactly_the_missions_own_limits(
     database_url: str, pool: asyncpg.Pool, tmp_path: Path
 ) -> None:
