@@ -9,11 +9,11 @@ It loads bench/serve.py's history (1,000,000 instances of 100,000 retired missio
 1,000,000 ledger rows of the last 30 days into a scratch database, starts one
 `warmpool serve --no-worker` with its default settings (an open /metrics), and measures the peak
 serve rate at `--clients` (wrk, as bench/serve.py). Each phase serves from stock of its own, as
-bench/serve.py's do, enough for `--stock-rate` serves a second. Then it measures `--rounds` rounds of two
-phases, quiet and in a storm of `--scrapers` unauthenticated scrapers (a second wrk, each
-connection asking again as soon as it is answered), in turn first: in each, the serves per
-second at `--clients` clients and the serves' p50/p99 at half that peak rate (requests on a
-fixed schedule). It prints each phase, the storm's with its scrapes per second, then the
+bench/serve.py's do, enough for `--stock-rate` serves a second. Then it measures `--rounds`
+rounds of two phases, quiet and in a storm of `--scrapers` unauthenticated scrapers (a second
+wrk, each connection asking again as soon as it is answered), in turn first: in each, the
+serves per second at `--clients` clients and the serves' p50/p99 at half that peak rate
+(requests on a fixed schedule). It prints each phase, the storm's with its scrapes per second, then the
 medians over the rounds, quiet and in the storm, and their ratio. Goal: serve p99 within 20 %
 of quiet.
 """
@@ -31,7 +31,6 @@ import asyncio
 import os
 import statistics
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from functools import partial
 
@@ -122,17 +121,14 @@ async def main(arguments: argparse.Namespace) -> None:
             clients=arguments.clients,
             seconds=arguments.seconds,
         )
-
-        def stocked() -> AbstractAsyncContextManager[None]:
-            """Stock for a phase: its serves at the peak, then at half rate."""
-            return stock_for(database_url, round(2 * arguments.stock_rate * arguments.seconds))
-
-        async with stocked():
+        # A phase's stock: its serves at the peak, then at half rate.
+        stock = round(2 * arguments.stock_rate * arguments.seconds)
+        async with stock_for(database_url, stock):
             peak = await serves()
         print(peak.line(f"peak, {arguments.clients} clients (sets the half rate)"))
 
         async def measure(storm: str | None) -> Phase:
-            async with stocked():
+            async with stock_for(database_url, stock):
                 return await phase(
                     serves,
                     peak.rate / 2,

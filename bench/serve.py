@@ -49,7 +49,6 @@ import asyncpg
 
 from bench.http_load import Figures, figures, wrk
 from bench.scratch import connected, database_parser, fresh_database
-from core import idempotency
 from core.domains import load
 from core.sql import Connection
 from generation.offline import catalog
@@ -57,10 +56,10 @@ from pool import requests, serving
 from server import migrate
 from server.auth import create_key
 from server.database import create_pool
-from server.routes.common import ServeBody
 from server.services import queue_limits
 from server.settings import Settings
 from tests.support.server import running_server
+from tests.support.serving import asked
 
 TRACK = "backend-engineer"
 HISTORY_INSTANCES = 1_000_000
@@ -245,28 +244,17 @@ async def load_history(database_url: str) -> None:
 async def measure(
     url: str, database_url: str, key: str, arguments: argparse.Namespace
 ) -> dict[str, Figures]:
-    domains = load(ROOT / "domain_map.yaml").domains_for(TRACK)
+    domain_map = load(ROOT / "domain_map.yaml")
+    domains = domain_map.domains_for(TRACK)
     pool = await create_pool(database_url, max_size=arguments.clients)
 
     settings = Settings()
-    key_id = await pool.fetchval("SELECT id FROM api_keys")  # the scratch database's one key
 
     async def through_asyncpg() -> None:
         """The route's own serve, as its handler calls it (without a key, as wrk sends)."""
-        user = f"u{next(_users)}"
         answer = await requests.serve_or_enqueue(
             pool,
-            requests.UserRequest(
-                user_id=user,
-                track=TRACK,
-                domains=domains,
-                key_id=key_id,
-                caller=f"key:{key_id}",
-                idempotency_key=None,
-                fingerprint=idempotency.fingerprint(
-                    "POST /v1/serve", ServeBody(user_id=user, track=TRACK)
-                ),
-            ),
+            asked(domain_map, f"u{next(_users)}", TRACK),
             limits=queue_limits(settings),
             heartbeat_timeout=settings.heartbeat_timeout,
         )
