@@ -13,9 +13,10 @@ SELECT pg_advisory_xact_lock(6, hashtext($1::text));
 SELECT id, fingerprint FROM submissions WHERE caller = $1::text AND idempotency_key = $2::text;
 
 -- name: submission_insert_within_limits
--- One statement: the user's pending and running submissions (exact under grading_user_lock)
--- and the pending depth (soft: concurrent submissions may overshoot it by their number),
--- and the insert only when both are under their limits. The unique key (caller, key) makes a
+-- One statement: the user's pending and running submissions and the instance's gradings in
+-- the window of $19 seconds (both exact under grading_user_lock: an instance has one user),
+-- the pending depth (soft: concurrent submissions may overshoot it by their number), and the
+-- insert only when all are under their limits. The unique key (caller, key) makes a
 -- concurrent twin with the same key insert nothing; the caller then reads the winner's row.
 WITH active AS (
     SELECT count(*) AS submissions FROM submissions
@@ -23,6 +24,14 @@ WITH active AS (
 ),
 depth AS (
     SELECT count(*) AS pending FROM submissions WHERE status = 'pending'
+),
+recent AS (
+    SELECT count(*) AS gradings,
+           extract(epoch FROM min(created_at) + make_interval(secs => $19::float8)
+                              - coalesce($17::timestamptz, now())) AS frees_in_s
+    FROM submissions
+    WHERE instance_id = $1::bigint
+      AND created_at > coalesce($17::timestamptz, now()) - make_interval(secs => $19::float8)
 ),
 inserted AS (
     INSERT INTO submissions (
@@ -33,14 +42,15 @@ inserted AS (
     SELECT $1::bigint, $2::bigint, $3::text, $4::text, $5::timestamptz, $6::bigint, $7::text,
            $8::text, $9::bytea, $10::jsonb, $11::jsonb, $12::jsonb, $13::jsonb, $14::text[],
            coalesce($17::timestamptz, now())
-    FROM active, depth
+    FROM active, depth, recent
     WHERE active.submissions < $15::int AND depth.pending < $16::int
+      AND recent.gradings < $18::int
     ON CONFLICT ON CONSTRAINT submissions_idempotency_unique DO NOTHING
     RETURNING id
 )
 SELECT (SELECT id FROM inserted) AS submission_id, active.submissions AS active,
-       depth.pending
-FROM active, depth;
+       depth.pending, recent.gradings AS recent, recent.frees_in_s
+FROM active, depth, recent;
 
 -- name: graders_wake
 -- After the submission has committed, in a transaction of its own (see dispatchers_wake).

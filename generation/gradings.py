@@ -5,7 +5,7 @@ submission as the API shows it. The same discipline as generation's admission.""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from math import inf
+from math import ceil, inf
 from typing import Literal
 
 import asyncpg
@@ -29,6 +29,8 @@ Files = dict[str, str]
 class GradingLimits(msgspec.Struct, frozen=True, kw_only=True):
     user_cap: int
     max_pending: int
+    max_per_instance: int
+    window_s: float
 
 
 class GradingUserCapReached(Exception):
@@ -36,6 +38,16 @@ class GradingUserCapReached(Exception):
         super().__init__(
             f"user {user_id!r} already has {cap} submissions pending or running; wait for one "
             "to be graded"
+        )
+
+
+class InstanceGradingsExhausted(Exception):
+    def __init__(self, instance_id: int, limit: int, window_s: float, frees_in_s: float) -> None:
+        # When the window lets the oldest of them go.
+        self.retry_after = max(1, ceil(frees_in_s))
+        super().__init__(
+            f"instance {instance_id} was already submitted {limit} times in the last "
+            f"{window_s:g} seconds, the most a window allows; retry in {self.retry_after} seconds"
         )
 
 
@@ -127,6 +139,8 @@ async def submit(
         limits.user_cap,
         limits.max_pending,
         now,
+        limits.max_per_instance,
+        limits.window_s,
     )
     assert row is not None
     if row["submission_id"] is not None:
@@ -137,6 +151,10 @@ async def submit(
         return Submitted(seen, created=False)
     if row["active"] >= limits.user_cap:
         raise GradingUserCapReached(material.user_id, limits.user_cap)
+    if row["recent"] >= limits.max_per_instance:
+        raise InstanceGradingsExhausted(
+            material.instance_id, limits.max_per_instance, limits.window_s, row["frees_in_s"]
+        )
     raise GradingQueueFull(row["pending"], limits.max_pending)
 
 

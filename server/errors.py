@@ -47,7 +47,8 @@ class MissingIdempotencyKey(Exception):
     pass
 
 
-# exception -> (status, title, seconds for Retry-After or None)
+# exception -> (status, title, seconds for Retry-After or None); an exception with its own
+# `retry_after` overrides the seconds.
 DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     BadRequest: (422, "Invalid request", None),
     MissingIdempotencyKey: (400, "Idempotency-Key required", None),
@@ -71,6 +72,11 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, int | None]] = {
     gradings.GradingUserCapReached: (
         429,
         "Too many submissions pending for this user",
+        gradings.RETRY_AFTER_SECONDS,
+    ),
+    gradings.InstanceGradingsExhausted: (
+        429,
+        "Too many gradings of this instance",
         gradings.RETRY_AFTER_SECONDS,
     ),
     gradings.GradingQueueFull: (503, "Grading queue is full", gradings.RETRY_AFTER_SECONDS),
@@ -104,6 +110,8 @@ def _domain_error(_: Request[Any, Any, Any], error: Exception) -> Response[dict[
     for kind in type(error).__mro__:
         if kind in DOMAIN_ERRORS:
             status, title, retry_after = DOMAIN_ERRORS[kind]
+            # An exception that knows when to come back says so.
+            retry_after = getattr(error, "retry_after", retry_after)
             return problem(status, title, str(error), retry_after=retry_after)
     return _unexpected(_, error)
 

@@ -44,7 +44,10 @@ def queue_limits(settings: Settings) -> AdmissionLimits:
 
 def grading_limits(settings: Settings) -> GradingLimits:
     return GradingLimits(
-        user_cap=settings.grading_user_cap, max_pending=settings.grading_max_pending
+        user_cap=settings.grading_user_cap,
+        max_pending=settings.grading_max_pending,
+        max_per_instance=settings.grading_max_per_instance,
+        window_s=settings.grading_window_seconds,
     )
 
 

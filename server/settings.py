@@ -106,6 +106,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     grading_cap: Count | None = None
     grading_user_cap: Count = 2
     grading_max_pending: Count = 200
+    # Gradings of one instance within the window: each costs up to two sandbox runs, and each
+    # verdict says a little of the hidden tests.
+    grading_max_per_instance: Count = 10
+    grading_window_seconds: Seconds = 3600.0
     # Each of a grading's two runs (visible tests, hidden tests) is killed at this limit.
     grading_time_limit_seconds: Seconds = 30.0
 
@@ -234,6 +238,14 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "WARMPOOL_GRADING_MAX_PENDING": (
         "grading_max_pending",
         "a whole number of at least 1 (pending submissions at which new ones get 503)",
+    ),
+    "WARMPOOL_GRADING_MAX_PER_INSTANCE": (
+        "grading_max_per_instance",
+        "a whole number of at least 1 (gradings of one instance within the window)",
+    ),
+    "WARMPOOL_GRADING_WINDOW_SECONDS": (
+        "grading_window_seconds",
+        "a number of seconds above 0 (the window WARMPOOL_GRADING_MAX_PER_INSTANCE counts in)",
     ),
     "WARMPOOL_GRADING_TIME_LIMIT_SECONDS": (
         "grading_time_limit_seconds",

@@ -90,6 +90,49 @@ async def test_the_user_cap_and_the_pending_limit_refuse_with_retry_after(
     assert (await small.get("/v1/submissions/999999", headers=bearer(app))).status_code == 404
 
 
+async def test_an_instance_graded_its_most_in_the_window_is_refused_until_one_leaves_it(
+    settings: Settings, pool: asyncpg.Pool, keys: dict[Role, str]
+) -> None:
+    """Gradings of one instance, finished or not, count in the window; beyond the most it
+    allows, 429 with the seconds until the oldest leaves it, nothing created; a retry of an
+    admitted key still answers with its submission; another instance is not held back."""
+    limited = msgspec.structs.replace(
+        settings, grading_user_cap=10, grading_max_per_instance=3, grading_window_seconds=600
+    )
+    await stock(pool, PYTHON)
+    await grader_row(pool, ["python"], {})
+    app = keys["candidate_app"]
+    async with AsyncTestClient(create_app(limited), base_url="https://testserver.local") as client:
+        ada = await served(client, pool, app, "ada")
+        for idem in ("1", "2", "3"):
+            assert (await send(client, app, ada, idem)).status_code == 202
+        # Graded already: still counted, as each cost its runs.
+        await pool.execute(
+            "UPDATE submissions SET status = 'error', finished_at = now() WHERE instance_id = $1",
+            int(ada["id"]),
+        )
+        refused = await send(client, app, ada, "4")
+        assert_problem(refused, 429, f"instance {ada['id']} was already submitted 3 times")
+        assert 595 <= int(refused.headers["retry-after"]) <= 600
+        assert (await send(client, app, ada, "3")).status_code == 200
+        bob = await served(client, pool, app, "bob")
+        assert (await send(client, app, bob, "b1")).status_code == 202
+        assert (
+            await pool.fetchval(
+                "SELECT count(*) FROM submissions WHERE instance_id = $1", int(ada["id"])
+            )
+            == 3
+        )
+        # The oldest leaves the window: one more fits.
+        await pool.execute(
+            """UPDATE submissions SET created_at = created_at - interval '601 seconds'
+               WHERE id = (SELECT min(id) FROM submissions WHERE instance_id = $1)""",
+            int(ada["id"]),
+        )
+        assert (await send(client, app, ada, "4")).status_code == 202
+        assert_problem(await send(client, app, ada, "5"), 429, "already submitted 3 times")
+
+
 async def test_a_worker_without_bubblewrap_says_why_it_grades_no_python_and_python_is_refused(
     small: Client,
     pool: asyncpg.Pool,
