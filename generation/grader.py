@@ -227,7 +227,7 @@ class Grader:
                 visible=none,
                 hidden=none,
                 tests=[],
-                duration_s=0.0,
+                duration_s=0,
                 error=str(error),
             )
 

@@ -77,7 +77,7 @@ class Submission(msgspec.Struct, frozen=True, kw_only=True):
     # Counted, never named or shown.
     hidden_tests: Counts | None
     tests: list[Graded]
-    duration_s: float | None
+    duration_s: int | None
     error: str | None
 
 
@@ -349,6 +349,7 @@ def _view(row: asyncpg.Record) -> Submission:
         visible_tests=_counts(row, "visible"),
         hidden_tests=_counts(row, "hidden"),
         tests=msgspec.convert(row["tests"], list[Graded]),
-        duration_s=row["duration_s"],
+        # Whole seconds; rows graded before they were kept so are rounded up here.
+        duration_s=None if row["duration_s"] is None else ceil(row["duration_s"]),
         error=row["error"],
     )

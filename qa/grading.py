@@ -4,7 +4,9 @@ hidden tests, each in a run of its own in the untrusted sandbox, and the verdict
 Candidate code is hostile. It may read every file it can reach and raise it as an assertion
 message, so the two runs never share a workspace: the visible run holds no hidden test, and
 of the hidden run only counts are kept (no test id, message, log or problem text of its own),
-checked against the hidden tests the gold's proof counted. Code that runs inside the test
+checked against the hidden tests the gold's proof counted. Nothing else of the hidden run
+reaches the candidate: not its time (`duration_s` is the visible run's, in whole seconds), not
+why it proved nothing (one sentence for every cause). Code that runs inside the test
 runner's process can make the runner report what it likes; each run carries canaries
 (qa/canaries.py), tests that must fail, and a run whose canaries did not all fail is judged
 `failed`, none of its tests counted as passed.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Mapping
+from math import ceil
 
 import msgspec
 
@@ -22,14 +25,11 @@ from qa.canaries import Canaries
 from qa.proof import Prover
 from qa.results import ProofRun, TestResult, short
 
-# What a hidden run's problem may say: the sandbox's own words for how a run ended, never the
-# runner's (which quote the tests). Anything else is an unreadable report.
-_HIDDEN_PROBLEMS = (
-    ("timed out after", "timed out"),
-    ("printed more than", "printed too much output"),
-    ("the run's processes together went over", "went over the memory cap"),
-    ("the runner ", "was killed"),
-    ("no test ran", "ran no test"),
+# Whatever ended the hidden run early (a timeout, a cap, a crash, a report that does not
+# match): code that chose among them could say which, one grading at a time.
+HIDDEN_PROVED_NOTHING = (
+    "the hidden tests' run proved nothing: it timed out, went over a cap, crashed or wrote no "
+    "report of the mission's hidden tests"
 )
 
 
@@ -50,7 +50,7 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     visible: Counts
     hidden: Counts
     tests: list[Graded]
-    duration_s: float
+    duration_s: int  # the visible run's, in whole seconds rounded up
     error: str | None
 
 
@@ -73,9 +73,13 @@ async def grade(
     Both runs together end within `time_limit_s`: what still runs then is stopped."""
     started = time.monotonic()
     deadline = asyncio.get_running_loop().time() + time_limit_s
-    timed_out = f"the grading timed out after {time_limit_s:g} s"
     none = Counts(0, 0, 0)
     canaries = Canaries(language)
+    visible = await _before(
+        deadline,
+        prover.run(language, code_files, canaries.beside(visible_test_files), trust="untrusted"),
+    )
+    visible_s = ceil(time.monotonic() - started)
 
     def ended(
         status: str, visible: Counts, hidden: Counts, tests: list[Graded], error: str | None
@@ -85,16 +89,12 @@ async def grade(
             visible=visible,
             hidden=hidden,
             tests=tests,
-            duration_s=round(time.monotonic() - started, 3),
+            duration_s=visible_s,
             error=error,
         )
 
-    visible = await _before(
-        deadline,
-        prover.run(language, code_files, canaries.beside(visible_test_files), trust="untrusted"),
-    )
     if visible is None:
-        return ended("error", none, none, [], timed_out)
+        return ended("error", none, none, [], f"the grading timed out after {time_limit_s:g} s")
     visible_tests, _ = canaries.apart(visible.tests)
     shown = [Graded(test.id, test.outcome, short(test.message)) for test in visible_tests]
     visible_counts = _counts(visible_tests)
@@ -112,11 +112,9 @@ async def grade(
         deadline,
         prover.run(language, code_files, canaries.beside(hidden_test_files), trust="untrusted"),
     )
-    if hidden is None:
-        return ended("error", visible_counts, none, shown, timed_out)
-    hidden_counts, hidden_problem = _hidden(hidden, expected_hidden, canaries)
-    if hidden_problem is not None:
-        return ended("error", visible_counts, none, shown, hidden_problem)
+    hidden_counts = None if hidden is None else _hidden(hidden, expected_hidden, canaries)
+    if hidden is None or hidden_counts is None:
+        return ended("error", visible_counts, none, shown, HIDDEN_PROVED_NOTHING)
     if (forged := canaries.problem(hidden.tests)) is not None:
         untrusted = (_untrusted(visible_counts), _untrusted(hidden_counts))
         return ended("failed", *untrusted, [], forged)
@@ -156,19 +154,12 @@ def _counts(tests: list[TestResult]) -> Counts:
     return Counts(passed, len(tests) - passed, len(tests))
 
 
-def _hidden(
-    run: ProofRun, expected: list[str] | None, canaries: Canaries
-) -> tuple[Counts, str | None]:
-    """The hidden run's counts, and why they prove nothing, in words of warmpool's own."""
+def _hidden(run: ProofRun, expected: list[str] | None, canaries: Canaries) -> Counts | None:
+    """The hidden run's counts; None when it proves nothing."""
     if not run.conclusive:
-        reason = run.reason or ""
-        said = next(
-            (words for start, words in _HIDDEN_PROBLEMS if reason.startswith(start)),
-            "wrote no readable report",
-        )
-        return Counts(0, 0, 0), f"the hidden tests' run {said}"
+        return None
     tests, _ = canaries.apart(run.tests)
     ran = sorted(test.id for test in tests)
     if (expected is not None and ran != expected) or not ran:
-        return Counts(0, 0, 0), "the hidden tests' report does not match the mission's hidden tests"
-    return _counts(tests), None
+        return None
+    return _counts(tests)
